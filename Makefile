@@ -1,0 +1,113 @@
+# lilac — `make` builds ./lilac; `make test` builds and runs every test.
+#
+#   make                 release build -> ./lilac (CUDA backend when nvcc is found)
+#   make CUDA=0          CPU-only build
+#   make test            every test (unit, CLI, server); GPU tests skip without a GPU
+#   make test-asan       the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test-gpu        the GPU tests (needs an NVIDIA GPU)
+#   make run             starts the main job on the bundled tiny model
+#
+# Library code is everything under src/ except src/main.c; it is archived into
+# $(BUILD)/liblilac.a, which the binary and the tests link.
+
+.DEFAULT_GOAL := all
+BUILD ?= build/release
+SAN   ?= 0
+CUDA  ?= auto
+CUDA_HOME ?= /usr/local/cuda
+NVCC  ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
+ifeq ($(CUDA),auto)
+  CUDA := $(if $(NVCC),1,0)
+endif
+
+CC      ?= cc
+OPT     ?= -O2
+WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
+CFLAGS  := -std=c11 $(OPT) -g $(WARN) -D_GNU_SOURCE -pthread -Iinclude -Isrc -MMD -MP $(EXTRA_CFLAGS)
+LDLIBS  := -lmicrohttpd -ljansson -lpcre2-8 -lutf8proc -lm -pthread
+LDFLAGS :=
+
+ifeq ($(SAN),1)
+  CFLAGS  := $(filter-out -O2 -O3,$(CFLAGS)) -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+endif
+
+# STATIC_DEPS=1 links the small third-party libraries statically so the binary
+# can be carried to a machine without them (the GPU machine); libmicrohttpd
+# stays dynamic (its TLS stack has no static build in Debian).
+ifeq ($(STATIC_DEPS),1)
+  LDLIBS := -lmicrohttpd -Wl,-Bstatic -ljansson -lpcre2-8 -lutf8proc -Wl,-Bdynamic -lm -pthread
+endif
+
+SRC      := $(shell find src -name '*.c' ! -path src/main.c | sort)
+CU_SRC   := $(shell find src -name '*.cu' | sort)
+OBJ      := $(SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+ifeq ($(CUDA),1)
+  CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.o)
+  OBJ       += $(CU_OBJ)
+  CFLAGS    += -DLILAC_CUDA=1
+  NVCCFLAGS := -O3 -std=c++17 -Iinclude -Isrc -DLILAC_CUDA=1 -lineinfo \
+               -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -MMD -MP \
+               -gencode arch=compute_90a,code=sm_90a \
+               -gencode arch=compute_80,code=[sm_80,compute_80] $(EXTRA_NVCCFLAGS)
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+endif
+
+DEPS_STAMP := build/.deps-ok
+
+.PHONY: all deps test test-run test-asan test-gpu run clean
+
+all: lilac
+
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP): tools/install-deps.sh
+	@sh tools/install-deps.sh
+	@mkdir -p $(dir $@) && touch $@
+
+$(BUILD)/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cu | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/liblilac.a: $(OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/lilac: $(BUILD)/src/main.o $(BUILD)/liblilac.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/liblilac.a tests/unit/check.h | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(BUILD)/liblilac.a $(LDFLAGS) $(LDLIBS)
+
+# The release binary lives at the repository root.
+lilac: $(BUILD)/lilac
+	cp -f $< $@
+
+test: lilac $(TEST_BIN)
+	@sh tests/run.sh $(BUILD) ./lilac
+
+# Sanitizer build: same tests, separate objects; CUDA is left out because
+# ASan and the CUDA runtime do not share an address space peacefully.
+test-asan:
+	$(MAKE) BUILD=build/asan SAN=1 CUDA=0 test-run
+
+test-run: $(BUILD)/lilac $(TEST_BIN)
+	@sh tests/run.sh $(BUILD) $(BUILD)/lilac
+
+test-gpu: lilac $(TEST_BIN)
+	@LILAC_REQUIRE_GPU=1 sh tests/run.sh $(BUILD) ./lilac gpu
+
+run: lilac
+	./lilac generate --model tests/fixtures/tiny --ids 1,2,3,4,5,6,7,8 -n 16 --print-ids
+
+clean:
+	rm -rf build lilac
+
+-include $(OBJ:.o=.d) $(BUILD)/src/main.d $(TEST_BIN:=.d)
