@@ -45,6 +45,9 @@ OBJ      := $(SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
+ifeq ($(CU_SRC),)
+  CUDA := 0
+endif
 ifeq ($(CUDA),1)
   CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.o)
   OBJ       += $(CU_OBJ)

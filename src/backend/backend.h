@@ -1,0 +1,70 @@
+/* backend.h — the boundary between the engine and a compute backend.
+ *
+ * A backend runs the model on some device.  The engine (src/engine/) drives it
+ * through this small table of functions: bind the weights once, create
+ * session states, run a chunk of tokens on a state, copy states (snapshots for
+ * the prefix cache), and optionally generate on the device.  Backends are
+ * chosen at run time by name; there is no #ifdef for backends anywhere else.
+ *
+ * A state holds one sequence: the KV cache of every attention layer, the conv
+ * window and recurrent matrix of every DeltaNet layer, and its position (the
+ * number of tokens it has seen).  Tokens are only ever appended; recurrent
+ * state cannot be rewound, so snapshots are whole copies. */
+#ifndef LILAC_BACKEND_BACKEND_H
+#define LILAC_BACKEND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/model.h"
+#include "util/err.h"
+
+typedef struct lilac_backend lilac_backend; /* per implementation */
+typedef struct lilac_state lilac_state;     /* per implementation */
+
+typedef struct {
+    int threads;   /* CPU worker threads (0 = one per core) */
+    int max_chunk; /* most tokens one forward() call will be given */
+} lilac_backend_opts;
+
+/* What forward() writes besides advancing the state.  Any pointer may be NULL. */
+typedef struct {
+    float *logits;   /* all_logits ? [n, vocab] : [vocab] for the last token */
+    int all_logits;
+    float *hidden;   /* debug, CPU only: [n_layers + 1, n, hidden] as Hugging Face's
+                        output_hidden_states (embedding, residual after each layer
+                        but the last, final-normed output of the last) */
+} lilac_forward_out;
+
+typedef struct lilac_backend_ops {
+    const char *name;
+    /* Binds (or uploads) the model, which must outlive the backend. */
+    lilac_status (*open)(const lilac_model *m, const lilac_backend_opts *o, lilac_backend **out, lilac_error *e);
+    void (*close)(lilac_backend *b);
+    /* A state for up to max_ctx tokens, at position 0. */
+    lilac_status (*state_new)(lilac_backend *b, int max_ctx, lilac_state **out, lilac_error *e);
+    void (*state_free)(lilac_backend *b, lilac_state *s);
+    void (*state_reset)(lilac_backend *b, lilac_state *s);
+    int (*state_pos)(const lilac_state *s);
+    int (*state_capacity)(const lilac_state *s);
+    /* dst becomes a copy of src (dst's capacity must hold src's position). */
+    lilac_status (*state_copy)(lilac_backend *b, lilac_state *dst, const lilac_state *src, lilac_error *e);
+    /* Bytes a state of capacity max_ctx occupies. */
+    size_t (*state_bytes)(const lilac_backend *b, int max_ctx);
+    /* Runs tokens ids[0..n) at positions pos..pos+n-1 (n <= max_chunk) and
+     * advances the state. */
+    lilac_status (*forward)(lilac_backend *b, lilac_state *s, const int32_t *ids, int n, const lilac_forward_out *out,
+                            lilac_error *e);
+    /* Optional (NULL when absent): a human-readable description of the device. */
+    const char *(*device_name)(const lilac_backend *b);
+} lilac_backend_ops;
+
+extern const lilac_backend_ops lilac_cpu_backend;
+
+/* Returns the backend for "cpu", "cuda" or "auto" (CUDA when compiled in and a
+ * GPU is present, else CPU), or NULL with an error when it is not available. */
+const lilac_backend_ops *lilac_backend_pick(const char *name, lilac_error *e);
+/* Comma-separated names of the backends compiled into this binary. */
+const char *lilac_backends_compiled(void);
+
+#endif

@@ -1,0 +1,201 @@
+/* engine.c — engines (model + backend) and sessions (one sequence's state).
+ *
+ * The engine owns the loaded model and the backend bound to it.  A session
+ * owns a backend state, the tokens it has consumed, and the logits of its
+ * last position (host copy), which generation samples from.  Prefill is cut
+ * into chunks of at most `chunk` tokens so scratch memory stays bounded
+ * whatever the prompt length. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "lilac.h"
+#include "util/err.h"
+
+struct lilac_engine {
+    lilac_model model;
+    const lilac_backend_ops *ops;
+    lilac_backend *be;
+    int chunk;
+};
+
+struct lilac_session {
+    lilac_engine *g;
+    lilac_state *st;
+    int32_t *tokens; /* [cap] */
+    int cap;
+    float *logits;   /* [vocab] logits after the last token */
+    int have_logits;
+};
+
+lilac_status lilac_engine_open(const lilac_engine_opts *o, lilac_engine **out, lilac_error *e) {
+    *out = NULL;
+    if (!o || !o->model_dir) return lilac_fail(e, LILAC_EINVAL, "no model directory given");
+    if (o->chunk < 0 || o->chunk > 65536) return lilac_fail(e, LILAC_EINVAL, "chunk %d is outside [1, 65536]", o->chunk);
+    const lilac_backend_ops *ops = lilac_backend_pick(o->backend ? o->backend : "auto", e);
+    if (!ops) return e ? e->code : LILAC_EBACKEND;
+    lilac_engine *g = calloc(1, sizeof *g);
+    if (!g) return lilac_fail(e, LILAC_ENOMEM, "engine");
+    lilac_status st = lilac_model_load(o->model_dir, &g->model, e);
+    if (st) {
+        free(g);
+        return st;
+    }
+    g->ops = ops;
+    g->chunk = o->chunk > 0 ? o->chunk : 512;
+    lilac_backend_opts bo = {o->threads, g->chunk};
+    if ((st = ops->open(&g->model, &bo, &g->be, e))) {
+        lilac_model_free(&g->model);
+        free(g);
+        return st;
+    }
+    *out = g;
+    return LILAC_OK;
+}
+
+void lilac_engine_close(lilac_engine *g) {
+    if (!g) return;
+    g->ops->close(g->be);
+    lilac_model_free(&g->model);
+    free(g);
+}
+
+void lilac_engine_get_info(const lilac_engine *g, lilac_engine_info *info) {
+    const lilac_config *c = &g->model.cfg;
+    memset(info, 0, sizeof *info);
+    info->vocab_size = c->vocab_size;
+    info->hidden = c->hidden;
+    info->n_layers = c->n_layers;
+    info->n_attn_layers = c->n_attn_layers;
+    info->max_pos = c->max_pos;
+    info->n_eos = c->n_eos;
+    info->eos = c->eos;
+    info->backend = g->ops->name;
+    info->device = g->ops->device_name ? g->ops->device_name(g->be) : g->ops->name;
+    info->layout = g->model.layout == LILAC_LAYOUT_MLX ? "mlx" : "hf";
+    info->weight_bytes = g->model.weight_bytes;
+    info->chunk = g->chunk;
+}
+
+size_t lilac_session_bytes(const lilac_engine *g, int max_ctx) { return g->ops->state_bytes(g->be, max_ctx); }
+
+lilac_status lilac_session_new(lilac_engine *g, int max_ctx, lilac_session **out, lilac_error *e) {
+    *out = NULL;
+    const lilac_config *c = &g->model.cfg;
+    if (max_ctx == 0) max_ctx = c->max_pos;
+    if (max_ctx < 1 || max_ctx > c->max_pos)
+        return lilac_fail(e, LILAC_EINVAL, "context size %d is outside [1, %d] (max_position_embeddings)", max_ctx, c->max_pos);
+    lilac_session *s = calloc(1, sizeof *s);
+    if (!s) return lilac_fail(e, LILAC_ENOMEM, "session");
+    s->g = g;
+    s->cap = max_ctx;
+    s->tokens = malloc((size_t)max_ctx * sizeof *s->tokens);
+    s->logits = malloc((size_t)c->vocab_size * sizeof *s->logits);
+    lilac_status st = LILAC_OK;
+    if (!s->tokens || !s->logits) st = lilac_fail(e, LILAC_ENOMEM, "session of %d tokens", max_ctx);
+    else st = g->ops->state_new(g->be, max_ctx, &s->st, e);
+    if (st) {
+        lilac_session_free(s);
+        return st;
+    }
+    *out = s;
+    return LILAC_OK;
+}
+
+void lilac_session_free(lilac_session *s) {
+    if (!s) return;
+    if (s->st) s->g->ops->state_free(s->g->be, s->st);
+    free(s->tokens);
+    free(s->logits);
+    free(s);
+}
+
+void lilac_session_reset(lilac_session *s) {
+    s->g->ops->state_reset(s->g->be, s->st);
+    s->have_logits = 0;
+}
+
+int lilac_session_len(const lilac_session *s) { return s->g->ops->state_pos(s->st); }
+int lilac_session_capacity(const lilac_session *s) { return s->cap; }
+const int32_t *lilac_session_tokens(const lilac_session *s) { return s->tokens; }
+
+static lilac_status feed(lilac_session *s, const int32_t *ids, int n, float *logits, int all, float *hidden, lilac_error *e) {
+    lilac_engine *g = s->g;
+    const int V = g->model.cfg.vocab_size;
+    int pos = lilac_session_len(s);
+    if (n <= 0) return lilac_fail(e, LILAC_EINVAL, "no tokens to feed");
+    if (n > s->cap - pos)
+        return lilac_fail(e, LILAC_EINVAL, "%d tokens do not fit: the session holds %d of %d", n, pos, s->cap);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return lilac_fail(e, LILAC_EINVAL, "token id %d (index %d) is outside the vocabulary [0, %d)", ids[i], i, V);
+    int step = hidden ? n : g->chunk;
+    for (int off = 0; off < n; off += step) {
+        int m = n - off < step ? n - off : step;
+        int last = off + m == n;
+        lilac_forward_out fo = {0};
+        if (all && logits) {
+            fo.logits = logits + (size_t)off * V;
+            fo.all_logits = 1;
+        } else if (last) {
+            fo.logits = s->logits;
+        }
+        fo.hidden = hidden;
+        s->have_logits = 0;
+        lilac_status st = g->ops->forward(g->be, s->st, ids + off, m, &fo, e);
+        if (st) return st; /* the state may be partly advanced; callers reset on error */
+        memcpy(s->tokens + pos + off, ids + off, (size_t)m * sizeof *ids);
+    }
+    if (all && logits) memcpy(s->logits, logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
+    else if (logits) memcpy(logits, s->logits, (size_t)V * sizeof(float));
+    s->have_logits = 1;
+    return LILAC_OK;
+}
+
+lilac_status lilac_session_feed(lilac_session *s, const int32_t *ids, int n, float *logits, int all, lilac_error *e) {
+    return feed(s, ids, n, logits, all, NULL, e);
+}
+
+lilac_status lilac_session_feed_hidden(lilac_session *s, const int32_t *ids, int n, float *logits_all, float *hidden,
+                                       lilac_error *e) {
+    if (strcmp(s->g->ops->name, "cpu") != 0)
+        return lilac_fail(e, LILAC_EUNSUPPORTED, "hidden-state capture needs the CPU backend");
+    if (n > s->g->chunk) return lilac_fail(e, LILAC_EINVAL, "hidden-state capture takes at most one chunk (%d tokens)", s->g->chunk);
+    return feed(s, ids, n, logits_all, 1, hidden, e);
+}
+
+lilac_status lilac_session_copy(lilac_session *dst, const lilac_session *src, lilac_error *e) {
+    if (dst->g != src->g) return lilac_fail(e, LILAC_EINVAL, "session copy across engines");
+    int n = lilac_session_len(src);
+    if (n > dst->cap) return lilac_fail(e, LILAC_EINVAL, "session copy: %d tokens do not fit %d", n, dst->cap);
+    lilac_status st = src->g->ops->state_copy(src->g->be, dst->st, src->st, e);
+    if (st) return st;
+    memcpy(dst->tokens, src->tokens, (size_t)n * sizeof *src->tokens);
+    memcpy(dst->logits, src->logits, (size_t)src->g->model.cfg.vocab_size * sizeof(float));
+    dst->have_logits = src->have_logits;
+    return LILAC_OK;
+}
+
+static int32_t argmax(const float *x, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i; /* ties: lowest id */
+    return best;
+}
+
+lilac_status lilac_session_generate_greedy(lilac_session *s, int n, int stop_at_eos, int32_t *out, int *n_out,
+                                           lilac_error *e) {
+    const lilac_config *c = &s->g->model.cfg;
+    *n_out = 0;
+    if (!s->have_logits) return lilac_fail(e, LILAC_EINVAL, "generate needs a prompt of at least one token");
+    for (int i = 0; i < n; i++) {
+        int32_t id = argmax(s->logits, c->vocab_size);
+        out[(*n_out)++] = id;
+        int eos = 0;
+        for (int k = 0; k < c->n_eos; k++) eos |= c->eos[k] == id;
+        if ((stop_at_eos && eos) || i == n - 1) break;
+        lilac_status st = feed(s, &id, 1, NULL, 0, NULL, e);
+        if (st) return st;
+    }
+    return LILAC_OK;
+}

@@ -1,0 +1,47 @@
+/* matrix.c — sizes of lilac_matrix views and a scalar row dequantiser
+ * (the reference every kernel's dequantisation is checked against). */
+#include "model/model.h"
+#include "util/bf16.h"
+
+size_t lilac_matrix_row_bytes(const lilac_matrix *m) {
+    switch (m->type) {
+    case LILAC_MAT_F32: return (size_t)m->cols * 4;
+    case LILAC_MAT_BF16: return (size_t)m->cols * 2;
+    case LILAC_MAT_Q4: return (size_t)m->cols / 2;
+    case LILAC_MAT_Q8: return (size_t)m->cols;
+    }
+    return 0;
+}
+
+size_t lilac_matrix_bytes(const lilac_matrix *m) {
+    size_t per = (size_t)m->rows * lilac_matrix_row_bytes(m);
+    if (m->group) per += 2 * 2 * (size_t)m->rows * (size_t)(m->cols / m->group);
+    return per * (size_t)m->n_mat;
+}
+
+void lilac_matrix_row_f32(const lilac_matrix *m, int e, int r, float *out) {
+    const unsigned char *w = (const unsigned char *)m->w + (size_t)e * m->mat_stride + (size_t)r * lilac_matrix_row_bytes(m);
+    const int n = m->cols;
+    switch (m->type) {
+    case LILAC_MAT_F32:
+        for (int i = 0; i < n; i++) out[i] = ((const float *)w)[i];
+        return;
+    case LILAC_MAT_BF16:
+        for (int i = 0; i < n; i++) out[i] = lilac_bf16_to_f32(((const uint16_t *)w)[i]);
+        return;
+    case LILAC_MAT_Q4:
+    case LILAC_MAT_Q8: {
+        const int bits = m->type == LILAC_MAT_Q4 ? 4 : 8, per_word = 32 / bits;
+        const uint32_t mask = (1u << bits) - 1;
+        const size_t sb = (size_t)e * m->mat_stride_sb + (size_t)r * (size_t)(n / m->group);
+        const uint32_t *q = (const uint32_t *)w;
+        for (int i = 0; i < n; i++) {
+            uint32_t code = (q[i / per_word] >> ((i % per_word) * bits)) & mask;
+            float s = lilac_bf16_to_f32(m->scales[sb + (size_t)(i / m->group)]);
+            float b = lilac_bf16_to_f32(m->biases[sb + (size_t)(i / m->group)]);
+            out[i] = s * (float)code + b;
+        }
+        return;
+    }
+    }
+}
