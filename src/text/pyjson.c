@@ -98,13 +98,15 @@ void lilac_pyjson_dump(const json_t *v, lilac_buf *out) {
     switch (json_typeof(v)) {
     case JSON_OBJECT: {
         const char *key;
+        size_t klen;
         json_t *val;
         int first = 1;
         lilac_buf_putc(out, '{');
-        json_object_foreach((json_t *)v, key, val) {
+        /* keylen: keys may hold NUL characters when parsed with JSON_ALLOW_NUL */
+        json_object_keylen_foreach((json_t *)v, key, klen, val) {
             if (!first) lilac_buf_puts(out, ", ");
             first = 0;
-            lilac_pyjson_dump_string(key, strlen(key), out);
+            lilac_pyjson_dump_string(key, klen, out);
             lilac_buf_puts(out, ": ");
             lilac_pyjson_dump(val, out);
         }
