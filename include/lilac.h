@@ -94,9 +94,64 @@ lilac_status lilac_session_feed_hidden(lilac_session *s, const int32_t *ids, int
 /* dst becomes an exact copy of src (state and tokens). */
 lilac_status lilac_session_copy(lilac_session *dst, const lilac_session *src, lilac_error *e);
 
-/* Greedy generation: appends up to n tokens after the fed prompt, stopping
- * after an end-of-sequence id when stop_at_eos is set.  out receives the new
- * ids; *n_out their count.  The session must hold at least one token. */
+/* ---------------------------------------------------------------------------
+ * Generation: sampling parameters, per-token callback, finish reasons.
+ * ------------------------------------------------------------------------- */
+
+#define LILAC_MAX_TOP_LOGPROBS 20
+
+typedef struct {
+    float temperature;        /* 0 = greedy (argmax, ties to the lowest id) */
+    int top_k;                /* keep the k most likely tokens; 0 = off */
+    float top_p;              /* nucleus mass in (0, 1]; 1 = off */
+    float min_p;              /* drop tokens below min_p * p(best); 0 = off */
+    float presence_penalty;   /* OpenAI: -= presence_penalty once per generated token id */
+    float frequency_penalty;  /* OpenAI: -= frequency_penalty * count in the generated text */
+    float repetition_penalty; /* HF/vLLM over prompt + generated ids: logit/r if > 0 else logit*r; 1 = off */
+    uint64_t seed;            /* the random stream; equal seeds give equal samples */
+} lilac_sampling;
+
+/* Greedy, no penalties (temperature 0, top_p 1, repetition_penalty 1). */
+lilac_sampling lilac_sampling_greedy(void);
+
+typedef struct {
+    int max_tokens;           /* at most this many new tokens */
+    lilac_sampling sampling;
+    int stop_at_eos;          /* stop after generating an end-of-sequence id */
+    const int32_t *stop_ids;  /* extra ids that end generation (like eos) */
+    int n_stop_ids;
+    int top_logprobs;         /* 0..LILAC_MAX_TOP_LOGPROBS alternatives per token */
+    int logprobs;             /* fill lilac_token_info.logprob (and the alternatives) */
+} lilac_gen_params;
+
+typedef struct {
+    int32_t id;
+    int index;                /* 0 for the first generated token */
+    float logprob;            /* log p(id) under the model (raw logits), when logprobs */
+    int n_top;
+    int32_t top_ids[LILAC_MAX_TOP_LOGPROBS];
+    float top_logprobs[LILAC_MAX_TOP_LOGPROBS];
+} lilac_token_info;
+
+typedef enum {
+    LILAC_FINISH_LENGTH,      /* max_tokens reached, or the session is full */
+    LILAC_FINISH_EOS,         /* an end-of-sequence or stop id was generated */
+    LILAC_FINISH_CALLBACK,    /* the callback asked to stop (stop string, cancel) */
+} lilac_finish;
+
+/* Called once per generated token, in order; return nonzero to stop. */
+typedef int (*lilac_token_cb)(void *ctx, const lilac_token_info *t);
+
+/* Generates after the session's tokens (the prompt must have been fed).
+ * Every generated token but the last is fed back, so on return the session
+ * holds prompt + generated[0..n-1) and can continue or be snapshotted.
+ * *n_out receives the number of tokens generated, *why the reason it ended.
+ * cb may be NULL. */
+lilac_status lilac_session_generate(lilac_session *s, const lilac_gen_params *p, lilac_token_cb cb, void *ctx, int *n_out,
+                                    lilac_finish *why, lilac_error *e);
+
+/* Greedy generation of up to n tokens into out (a convenience over
+ * lilac_session_generate). */
 lilac_status lilac_session_generate_greedy(lilac_session *s, int n, int stop_at_eos, int32_t *out, int *n_out,
                                            lilac_error *e);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "engine/sample.h"
 #include "lilac.h"
 #include "util/err.h"
 
@@ -26,6 +27,7 @@ struct lilac_session {
     int cap;
     float *logits;   /* [vocab] logits after the last token */
     int have_logits;
+    lilac_sampler sampler;
 };
 
 lilac_status lilac_engine_open(const lilac_engine_opts *o, lilac_engine **out, lilac_error *e) {
@@ -93,7 +95,7 @@ lilac_status lilac_session_new(lilac_engine *g, int max_ctx, lilac_session **out
     s->logits = malloc((size_t)c->vocab_size * sizeof *s->logits);
     lilac_status st = LILAC_OK;
     if (!s->tokens || !s->logits) st = lilac_fail(e, LILAC_ENOMEM, "session of %d tokens", max_ctx);
-    else st = g->ops->state_new(g->be, max_ctx, &s->st, e);
+    else if (!(st = lilac_sampler_init(&s->sampler, c->vocab_size, e))) st = g->ops->state_new(g->be, max_ctx, &s->st, e);
     if (st) {
         lilac_session_free(s);
         return st;
@@ -107,6 +109,7 @@ void lilac_session_free(lilac_session *s) {
     if (s->st) s->g->ops->state_free(s->g->be, s->st);
     free(s->tokens);
     free(s->logits);
+    lilac_sampler_free(&s->sampler);
     free(s);
 }
 
@@ -176,26 +179,73 @@ lilac_status lilac_session_copy(lilac_session *dst, const lilac_session *src, li
     return LILAC_OK;
 }
 
-static int32_t argmax(const float *x, int n) {
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i; /* ties: lowest id */
-    return best;
+lilac_sampling lilac_sampling_greedy(void) {
+    lilac_sampling p = {0};
+    p.top_p = 1.0f;
+    p.repetition_penalty = 1.0f;
+    return p;
+}
+
+static int is_stop(const lilac_config *c, const lilac_gen_params *p, int32_t id) {
+    if (p->stop_at_eos)
+        for (int k = 0; k < c->n_eos; k++)
+            if (c->eos[k] == id) return 1;
+    for (int k = 0; k < p->n_stop_ids; k++)
+        if (p->stop_ids[k] == id) return 1;
+    return 0;
+}
+
+lilac_status lilac_session_generate(lilac_session *s, const lilac_gen_params *p, lilac_token_cb cb, void *ctx, int *n_out,
+                                    lilac_finish *why, lilac_error *e) {
+    const lilac_config *c = &s->g->model.cfg;
+    *n_out = 0;
+    *why = LILAC_FINISH_LENGTH;
+    if (!s->have_logits) return lilac_fail(e, LILAC_EINVAL, "generate needs a prompt of at least one token");
+    const lilac_sampling *sp = &p->sampling;
+    if (!(sp->temperature >= 0) || !(sp->top_p > 0 && sp->top_p <= 1) || !(sp->min_p >= 0 && sp->min_p <= 1) ||
+        sp->top_k < 0 || !(sp->repetition_penalty > 0) || p->top_logprobs < 0 || p->top_logprobs > LILAC_MAX_TOP_LOGPROBS)
+        return lilac_fail(e, LILAC_EINVAL, "sampling parameters out of range");
+    lilac_sampler_begin(&s->sampler, sp, s->tokens, lilac_session_len(s));
+    for (int i = 0; i < p->max_tokens; i++) {
+        lilac_token_info t = {0};
+        t.id = lilac_sampler_pick(&s->sampler, sp, s->logits);
+        t.index = i;
+        if (p->logprobs || p->top_logprobs)
+            lilac_logprobs(s->logits, c->vocab_size, t.id, p->top_logprobs, &t, s->sampler.idx);
+        lilac_sampler_accept(&s->sampler, t.id);
+        (*n_out)++;
+        if (cb && cb(ctx, &t)) {
+            *why = LILAC_FINISH_CALLBACK;
+            return LILAC_OK;
+        }
+        if (is_stop(c, p, t.id)) {
+            *why = LILAC_FINISH_EOS;
+            return LILAC_OK;
+        }
+        if (i == p->max_tokens - 1 || lilac_session_len(s) >= s->cap) break;
+        lilac_status st = feed(s, &t.id, 1, NULL, 0, NULL, e);
+        if (st) return st;
+    }
+    *why = LILAC_FINISH_LENGTH;
+    return LILAC_OK;
+}
+
+typedef struct {
+    int32_t *out;
+} greedy_ctx;
+
+static int collect(void *ctx, const lilac_token_info *t) {
+    ((greedy_ctx *)ctx)->out[t->index] = t->id;
+    return 0;
 }
 
 lilac_status lilac_session_generate_greedy(lilac_session *s, int n, int stop_at_eos, int32_t *out, int *n_out,
                                            lilac_error *e) {
-    const lilac_config *c = &s->g->model.cfg;
-    *n_out = 0;
-    if (!s->have_logits) return lilac_fail(e, LILAC_EINVAL, "generate needs a prompt of at least one token");
-    for (int i = 0; i < n; i++) {
-        int32_t id = argmax(s->logits, c->vocab_size);
-        out[(*n_out)++] = id;
-        int eos = 0;
-        for (int k = 0; k < c->n_eos; k++) eos |= c->eos[k] == id;
-        if ((stop_at_eos && eos) || i == n - 1) break;
-        lilac_status st = feed(s, &id, 1, NULL, 0, NULL, e);
-        if (st) return st;
-    }
-    return LILAC_OK;
+    lilac_gen_params p = {0};
+    p.max_tokens = n;
+    p.sampling = lilac_sampling_greedy();
+    p.stop_at_eos = stop_at_eos;
+    greedy_ctx ctx = {out};
+    lilac_finish why;
+    return lilac_session_generate(s, &p, collect, &ctx, n_out, &why, e);
 }
