@@ -10,12 +10,17 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "backend/backend.h"
 #include "lilac.h"
 
 static const cli_command commands[] = {
     {"score", "teacher-forced pass over token ids: NLL, perplexity, top-1, logits", cmd_score},
     {"generate", "greedy continuation of token ids", cmd_generate},
     {"bench", "benchmarks (tokenizer, decode speed)", cmd_bench},
+    {"tokenize", "print the token ids of a text (JSON array)", cmd_tokenize},
+    {"detokenize", "print the text of token ids", cmd_detokenize},
+    {"render", "print the prompt the chat template makes of a chat-completions request", cmd_render},
+    {"serve", "OpenAI-compatible HTTP server (chat, completions, streaming, prefix cache)", cmd_serve},
 };
 static const int ncommands = (int)(sizeof commands / sizeof commands[0]);
 
@@ -35,7 +40,10 @@ static void usage(FILE *f) {
 
 static void version(void) {
     printf("lilac %s\n", LILAC_VERSION);
-    printf("backends: cpu\n");
+    char gpu[512];
+    lilac_backend_describe_gpu(gpu, sizeof gpu);
+    printf("backends: %s\n", lilac_backends_compiled());
+    printf("gpu: %s\n", gpu);
 }
 
 int main(int argc, char **argv) {
