@@ -39,8 +39,9 @@ ifeq ($(STATIC_DEPS),1)
   LDLIBS := -lmicrohttpd -Wl,-Bstatic -ljansson -lpcre2-8 -lutf8proc -Wl,-Bdynamic -lm -pthread
 endif
 
-SRC      := $(shell find src -name '*.c' ! -path src/main.c | sort)
+SRC      := $(shell find src -name '*.c' ! -path src/main.c ! -path 'src/backend/cuda/*' | sort)
 CU_SRC   := $(shell find src -name '*.cu' | sort)
+CUDA_C_SRC := $(shell find src/backend/cuda -name '*.c' 2>/dev/null | sort)
 OBJ      := $(SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -49,17 +50,23 @@ ifeq ($(CU_SRC),)
   CUDA := 0
 endif
 ifeq ($(CUDA),1)
-  CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.o)
+  CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.o) $(CUDA_C_SRC:%.c=$(BUILD)/%.o)
   OBJ       += $(CU_OBJ)
-  CFLAGS    += -DLILAC_CUDA=1
+  CFLAGS    += -DLILAC_CUDA=1 -I$(CUDA_HOME)/include
   NVCCFLAGS := -O3 -std=c++17 -Iinclude -Isrc -DLILAC_CUDA=1 -lineinfo \
                -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -MMD -MP \
                -gencode arch=compute_90a,code=sm_90a \
-               -gencode arch=compute_80,code=[sm_80,compute_80] $(EXTRA_NVCCFLAGS)
+               -gencode arch=compute_80,code=sm_80 $(EXTRA_NVCCFLAGS)
   LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 endif
 
 DEPS_STAMP := build/.deps-ok
+
+# Objects depend on the flags they were built with: a change of CUDA=, SAN=
+# or OPT= rebuilds them instead of linking stale objects.
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW   := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(CUDA)
+$(shell mkdir -p $(BUILD) && { [ -f $(FLAGS_STAMP) ] && [ "$$(cat $(FLAGS_STAMP))" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
 
 .PHONY: all deps test test-run test-asan test-gpu run clean
 
@@ -70,11 +77,11 @@ $(DEPS_STAMP): tools/install-deps.sh
 	@sh tools/install-deps.sh
 	@mkdir -p $(dir $@) && touch $@
 
-$(BUILD)/%.o: %.c | $(DEPS_STAMP)
+$(BUILD)/%.o: %.c $(FLAGS_STAMP) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.o: %.cu | $(DEPS_STAMP)
+$(BUILD)/%.o: %.cu $(FLAGS_STAMP) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -85,7 +92,7 @@ $(BUILD)/liblilac.a: $(OBJ)
 $(BUILD)/lilac: $(BUILD)/src/main.o $(BUILD)/liblilac.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/liblilac.a tests/unit/check.h | $(DEPS_STAMP)
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/liblilac.a tests/unit/check.h $(FLAGS_STAMP) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(BUILD)/liblilac.a $(LDFLAGS) $(LDLIBS)
 
@@ -107,8 +114,13 @@ test-run: $(BUILD)/lilac $(TEST_BIN)
 test-gpu: lilac $(TEST_BIN)
 	@LILAC_REQUIRE_GPU=1 sh tests/run.sh $(BUILD) ./lilac gpu
 
+# The OpenAI-compatible server on the bundled tiny model (writes gibberish).
+RUN_PORT ?= 8080
 run: lilac
-	./lilac generate --model tests/fixtures/tiny --ids 1,2,3,4,5,6,7,8 -n 16 --print-ids
+	@echo "lilac serve: http://127.0.0.1:$(RUN_PORT)/v1  (Ctrl-C stops it)"
+	@echo "try:  curl http://127.0.0.1:$(RUN_PORT)/v1/chat/completions -H 'Content-Type: application/json' \\"
+	@echo "        -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 16}'"
+	./lilac serve --model tests/fixtures/tiny --port $(RUN_PORT) --ctx 8192
 
 clean:
 	rm -rf build lilac

@@ -50,6 +50,8 @@ typedef struct {
     const char *backend;   /* "auto" (default: CUDA when a GPU is present), "cpu", "cuda" */
     int threads;           /* CPU worker threads; 0 = one per core */
     int chunk;             /* prefill chunk in tokens; 0 = the backend's default */
+    int synthetic;         /* benchmarks: model_dir only supplies config.json; the
+                              weights are random, generated on the device */
 } lilac_engine_opts;
 
 typedef struct {
@@ -149,6 +151,29 @@ typedef int (*lilac_token_cb)(void *ctx, const lilac_token_info *t);
  * cb may be NULL. */
 lilac_status lilac_session_generate(lilac_session *s, const lilac_gen_params *p, lilac_token_cb cb, void *ctx, int *n_out,
                                     lilac_finish *why, lilac_error *e);
+
+/* ---------------------------------------------------------------------------
+ * Benchmarks (device backends).
+ * ------------------------------------------------------------------------- */
+
+#define LILAC_PROFILE_CLASSES 8
+
+typedef struct {
+    double copy_gbps;       /* measured device copy bandwidth, bytes read + written per second / 1e9 */
+    double step_ms;         /* one decode step, replayed as a graph (median) */
+    double bytes_per_step;  /* bytes a decode step must move: weights, KV, recurrent state */
+    int kernels;            /* kernels in one decode step */
+    int nclass;
+    const char *class_name[LILAC_PROFILE_CLASSES];
+    double class_ms[LILAC_PROFILE_CLASSES]; /* per kernel class, kernels timed one by one */
+} lilac_profile;
+
+/* Makes s hold n positions of random KV entries and recurrent state, as if a
+ * prompt of n tokens had been read (decode cost does not depend on the
+ * values), then feeds one token so the session has logits.  Benchmarks only. */
+lilac_status lilac_session_fill_random(lilac_session *s, int n, uint64_t seed, lilac_error *e);
+/* Times one decode step of s by kernel class (advances s by a few tokens). */
+lilac_status lilac_session_profile(lilac_session *s, lilac_profile *p, lilac_error *e);
 
 /* Greedy generation of up to n tokens into out (a convenience over
  * lilac_session_generate). */

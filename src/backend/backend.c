@@ -1,11 +1,13 @@
 /* backend.c — the registry of compiled-in backends. */
 #include "backend/backend.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #ifdef LILAC_CUDA
 extern const lilac_backend_ops lilac_cuda_backend;
 int lilac_cuda_available(char *why, size_t cap);
+void lilac_cuda_describe(char *out, size_t cap);
 #endif
 
 const char *lilac_backends_compiled(void) {
@@ -13,6 +15,19 @@ const char *lilac_backends_compiled(void) {
     return "cpu, cuda";
 #else
     return "cpu";
+#endif
+}
+
+void lilac_backend_describe_gpu(char *out, size_t cap) {
+#ifdef LILAC_CUDA
+    char why[256];
+    if (!lilac_cuda_available(why, sizeof why)) {
+        snprintf(out, cap, "none (%s)", why);
+        return;
+    }
+    lilac_cuda_describe(out, cap);
+#else
+    snprintf(out, cap, "not probed (built without CUDA)");
 #endif
 }
 

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lilac.h"
 #include "model/model.h"
 #include "util/err.h"
 
@@ -57,6 +58,23 @@ typedef struct lilac_backend_ops {
                             lilac_error *e);
     /* Optional (NULL when absent): a human-readable description of the device. */
     const char *(*device_name)(const lilac_backend *b);
+    /* Optional (NULL when absent): generation on the device, with no
+     * per-token round trip.  logits_in holds the logits after the state's
+     * last token (host copy); the first new token is chosen from them.  New
+     * tokens go to out[0..*n_gen) and, in order, through cb; the first *n_fed
+     * of them were fed to the state (more than the engine strictly needs
+     * when the host stopped a device that ran ahead); logits_out receives
+     * the logits after the last fed token.  Returns LILAC_EUNSUPPORTED,
+     * having done nothing, when p asks for what the device path does not do;
+     * the engine then runs its host loop over forward(). */
+    lilac_status (*generate)(lilac_backend *b, lilac_state *s, const lilac_gen_params *p, const float *logits_in,
+                             lilac_token_cb cb, void *ctx, int32_t *out, int *n_gen, int *n_fed, lilac_finish *why,
+                             float *logits_out, lilac_error *e);
+    /* Optional, benchmarks only: s holds n positions of random KV entries
+     * and recurrent state (see lilac_session_fill_random). */
+    lilac_status (*state_fill_random)(lilac_backend *b, lilac_state *s, int n, uint64_t seed, lilac_error *e);
+    /* Optional, benchmarks only: per-kernel-class timing of a decode step. */
+    lilac_status (*profile)(lilac_backend *b, lilac_state *s, lilac_profile *p, lilac_error *e);
 } lilac_backend_ops;
 
 extern const lilac_backend_ops lilac_cpu_backend;
@@ -64,6 +82,8 @@ extern const lilac_backend_ops lilac_cpu_backend;
 /* Returns the backend for "cpu", "cuda" or "auto" (CUDA when compiled in and a
  * GPU is present, else CPU), or NULL with an error when it is not available. */
 const lilac_backend_ops *lilac_backend_pick(const char *name, lilac_error *e);
+/* One line about the GPU this process sees (name, memory, driver), or why none. */
+void lilac_backend_describe_gpu(char *out, size_t cap);
 /* Comma-separated names of the backends compiled into this binary. */
 const char *lilac_backends_compiled(void);
 

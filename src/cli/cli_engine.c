@@ -13,7 +13,7 @@ lilac_engine *cli_open_engine(const char *model_dir, const cli_globals *g, int c
         fprintf(stderr, "error: --model DIR is required\n");
         return NULL;
     }
-    lilac_engine_opts o = {model_dir, g->backend, g->threads, chunk};
+    lilac_engine_opts o = {.model_dir = model_dir, .backend = g->backend, .threads = g->threads, .chunk = chunk};
     lilac_engine *eng = NULL;
     lilac_error e = {0};
     if (lilac_engine_open(&o, &eng, &e)) {

@@ -38,7 +38,16 @@ lilac_status lilac_engine_open(const lilac_engine_opts *o, lilac_engine **out, l
     if (!ops) return e ? e->code : LILAC_EBACKEND;
     lilac_engine *g = calloc(1, sizeof *g);
     if (!g) return lilac_fail(e, LILAC_ENOMEM, "engine");
-    lilac_status st = lilac_model_load(o->model_dir, &g->model, e);
+    lilac_status st;
+    if (o->synthetic) {
+        lilac_config c;
+        if (!(st = lilac_config_load(o->model_dir, &c, e))) {
+            st = lilac_model_synthetic(&c, &g->model, e);
+            lilac_config_free(&c);
+        }
+    } else {
+        st = lilac_model_load(o->model_dir, &g->model, e);
+    }
     if (st) {
         free(g);
         return st;
@@ -205,6 +214,21 @@ lilac_status lilac_session_generate(lilac_session *s, const lilac_gen_params *p,
     if (!(sp->temperature >= 0) || !(sp->top_p > 0 && sp->top_p <= 1) || !(sp->min_p >= 0 && sp->min_p <= 1) ||
         sp->top_k < 0 || !(sp->repetition_penalty > 0) || p->top_logprobs < 0 || p->top_logprobs > LILAC_MAX_TOP_LOGPROBS)
         return lilac_fail(e, LILAC_EINVAL, "sampling parameters out of range");
+    if (s->g->ops->generate && p->max_tokens > 0) {
+        /* Generation on the device: no per-token round trip.  It declines
+         * (EUNSUPPORTED) what it does not do, and the host loop runs. */
+        int32_t *out = malloc((size_t)(s->cap + 1) * sizeof *out);
+        if (!out) return lilac_fail(e, LILAC_ENOMEM, "generation buffer");
+        int n_gen = 0, n_fed = 0, pos = lilac_session_len(s);
+        lilac_status st = s->g->ops->generate(s->g->be, s->st, p, s->logits, cb, ctx, out, &n_gen, &n_fed, why, s->logits, e);
+        if (st != LILAC_EUNSUPPORTED) {
+            if (n_fed > 0) memcpy(s->tokens + pos, out, (size_t)n_fed * sizeof *out);
+            free(out);
+            *n_out = n_gen;
+            return st;
+        }
+        free(out);
+    }
     lilac_sampler_begin(&s->sampler, sp, s->tokens, lilac_session_len(s));
     for (int i = 0; i < p->max_tokens; i++) {
         lilac_token_info t = {0};
@@ -228,6 +252,29 @@ lilac_status lilac_session_generate(lilac_session *s, const lilac_gen_params *p,
     }
     *why = LILAC_FINISH_LENGTH;
     return LILAC_OK;
+}
+
+lilac_status lilac_session_fill_random(lilac_session *s, int n, uint64_t seed, lilac_error *e) {
+    lilac_engine *g = s->g;
+    if (!g->ops->state_fill_random) return lilac_fail(e, LILAC_EUNSUPPORTED, "the %s backend cannot fake a context", g->ops->name);
+    if (n < 0 || n + 1 > s->cap) return lilac_fail(e, LILAC_EINVAL, "%d positions do not fit a %d-token session", n, s->cap);
+    lilac_status st = g->ops->state_fill_random(g->be, s->st, n, seed, e);
+    if (st) return st;
+    memset(s->tokens, 0, (size_t)n * sizeof *s->tokens);
+    int32_t one = 0;
+    return feed(s, &one, 1, NULL, 0, NULL, e);
+}
+
+lilac_status lilac_session_profile(lilac_session *s, lilac_profile *p, lilac_error *e) {
+    lilac_engine *g = s->g;
+    if (!g->ops->profile) return lilac_fail(e, LILAC_EUNSUPPORTED, "the %s backend has no profiler", g->ops->name);
+    memset(p, 0, sizeof *p);
+    int before = lilac_session_len(s);
+    lilac_status st = g->ops->profile(g->be, s->st, p, e);
+    int after = lilac_session_len(s);
+    if (after > before) memset(s->tokens + before, 0, (size_t)(after - before) * sizeof *s->tokens);
+    s->have_logits = 0; /* the host copy no longer matches the state */
+    return st;
 }
 
 typedef struct {

@@ -90,10 +90,18 @@ typedef struct {
     lilac_layer *layers;     /* [n_layers] */
     size_t weight_bytes;     /* bytes of all matrices (weights + scales + biases) */
 
+    int synthetic;           /* matrices have shapes but no data (w == NULL): a
+                                device backend fills them with random values */
     lilac_tensors tensors;   /* the mapped files the views point into */
     float *arena;            /* owned: the small f32 parameters */
     size_t arena_used, arena_cap;
 } lilac_model;
+
+/* A model of config c's exact shapes with no weight data (MLX layout: 4-bit
+ * matrices, 8-bit router and shared-expert gate, group 64), for benchmarks
+ * that generate weights on the device.  Small parameters get fixed, sane
+ * values (norms 1, decay terms in their usual range). */
+lilac_status lilac_model_synthetic(const lilac_config *c, lilac_model *m, lilac_error *e);
 
 /* Loads and validates DIR (config.json + safetensors). */
 lilac_status lilac_model_load(const char *dir, lilac_model *m, lilac_error *e);

@@ -34,6 +34,13 @@ static char **check_argv;
         }                                                                            \
     } while (0)
 
+/* CHECK, then leave the test function when it failed (cond is evaluated twice). */
+#define REQUIRE(cond, ...)                                                           \
+    do {                                                                             \
+        CHECK(cond, __VA_ARGS__);                                                    \
+        if (!(cond)) return;                                                         \
+    } while (0)
+
 #define SKIP(...)                                                                    \
     do {                                                                             \
         check_skipped++;                                                             \

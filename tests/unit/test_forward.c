@@ -35,7 +35,7 @@ static int load_golden(void) {
 }
 
 static lilac_engine *open_engine(const char *dir, int chunk) {
-    lilac_engine_opts o = {dir, "cpu", 2, chunk};
+    lilac_engine_opts o = {.model_dir = dir, .backend = "cpu", .threads = 2, .chunk = chunk};
     lilac_engine *g = NULL;
     lilac_error e = {0};
     CHECK(lilac_engine_open(&o, &g, &e) == LILAC_OK, "open %s: %s", dir, e.msg);

@@ -12,6 +12,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/vec.h"
+#include "util/trace.h"
 
 /* Rotate-half RoPE over x[0..rd): pairs (j, j + rd/2). */
 static void rope(float *x, int rd, const float *inv, int pos) {
@@ -92,7 +93,11 @@ void cpu_attention(lilac_backend *b, lilac_state *s, int layer, int T) {
     cpu_matmul(b, &ly->k_proj, 0, b->xn, D, T, b->kk, Hkv * hd);
     cpu_matmul(b, &ly->v_proj, 0, b->xn, D, T, b->vv, Hkv * hd);
     attn_job j = {b, s, ly, cpu_layer_slot(c, layer), T, s->pos};
+    const int tr = lilac_trace_on();
+    if (tr) lilac_trace("attn_qg", layer, b->qg, (size_t)T * H * 2 * hd), lilac_trace("attn_k", layer, b->kk, (size_t)T * Hkv * hd);
     lilac_pool_for(b->pool, T, prep_task, &j);
+    if (tr) lilac_trace("attn_qrope", layer, b->qg, (size_t)T * H * 2 * hd), lilac_trace("attn_krope", layer, b->kk, (size_t)T * Hkv * hd);
     lilac_pool_for(b->pool, T * H, attend_task, &j);
+    if (tr) lilac_trace("attn_out", layer, b->ao, (size_t)T * H * hd);
     cpu_matmul(b, &ly->o_proj, 0, b->ao, H * hd, T, b->blk, D);
 }

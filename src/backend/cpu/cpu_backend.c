@@ -35,6 +35,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
 static lilac_status cpu_open(const lilac_model *m, const lilac_backend_opts *o, lilac_backend **out, lilac_error *e) {
     *out = NULL;
     const lilac_config *c = &m->cfg;
+    if (m->synthetic) return lilac_fail(e, LILAC_EUNSUPPORTED, "the CPU backend needs real weights (synthetic models are for the GPU)");
     lilac_backend *b = calloc(1, sizeof *b);
     if (!b) return lilac_fail(e, LILAC_ENOMEM, "CPU backend");
     b->m = m;

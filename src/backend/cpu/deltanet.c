@@ -13,6 +13,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/vec.h"
+#include "util/trace.h"
 
 typedef struct {
     lilac_backend *b;
@@ -120,8 +121,13 @@ void cpu_deltanet(lilac_backend *b, lilac_state *s, int layer, int T) {
     cpu_matmul(b, &ly->in_b, 0, b->xn, D, T, b->ba, 2 * Hv);
     cpu_matmul(b, &ly->in_a, 0, b->xn, D, T, b->ba + Hv, 2 * Hv);
     gdn_job j = {b, s, ly, cpu_layer_slot(c, layer), T};
+    const int tr = lilac_trace_on();
+    if (tr) lilac_trace("gdn_qkv", layer, b->qkv, (size_t)T * C), lilac_trace("gdn_z", layer, b->z, (size_t)T * Vd),
+        lilac_trace("gdn_ba", layer, b->ba, (size_t)T * 2 * Hv);
     lilac_pool_for(b->pool, (C + CONV_CH_PER_TASK - 1) / CONV_CH_PER_TASK, conv_task, &j);
     lilac_pool_for(b->pool, T, gates_task, &j);
+    if (tr) lilac_trace("gdn_conv", layer, b->qkv, (size_t)T * C), lilac_trace("gdn_gates", layer, b->ba, (size_t)T * 2 * Hv);
     lilac_pool_for(b->pool, Hv, scan_task, &j);
+    if (tr) lilac_trace("gdn_scan", layer, b->go, (size_t)T * Vd);
     cpu_matmul(b, &ly->out_proj, 0, b->go, Vd, T, b->blk, D);
 }

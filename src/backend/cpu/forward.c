@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/vec.h"
+#include "util/trace.h"
 
 typedef struct {
     lilac_backend *b;
@@ -48,6 +49,8 @@ lilac_status cpu_forward(lilac_backend *b, lilac_state *s, const int32_t *ids, i
                               c->vocab_size);
 
     for (int t = 0; t < n; t++) lilac_matrix_row_f32(&m->embed, 0, ids[t], b->h + (size_t)t * D);
+    const int tr = lilac_trace_on();
+    if (tr) lilac_trace("embed", 0, b->h, (size_t)n * D);
     float *hid = out ? out->hidden : NULL;
     const size_t chunk = (size_t)n * D;
     if (hid) memcpy(hid, b->h, chunk * sizeof(float));
@@ -55,12 +58,15 @@ lilac_status cpu_forward(lilac_backend *b, lilac_state *s, const int32_t *ids, i
     for (int l = 0; l < L; l++) {
         const lilac_layer *ly = &m->layers[l];
         norm_rows(b, ly->input_norm, b->h, b->xn, n);
+        if (tr) lilac_trace("norm1", l, b->xn, chunk);
         if (ly->is_attn) cpu_attention(b, s, l, n);
         else cpu_deltanet(b, s, l, n);
         add_rows(b->h, b->blk, chunk);
+        if (tr) lilac_trace("h_mixer", l, b->h, chunk);
         norm_rows(b, ly->post_norm, b->h, b->xn, n);
         cpu_moe(b, l, n);
         add_rows(b->h, b->blk, chunk);
+        if (tr) lilac_trace("h_moe", l, b->h, chunk);
         if (hid && l < L - 1) memcpy(hid + (size_t)(l + 1) * chunk, b->h, chunk * sizeof(float));
     }
     s->pos += n;

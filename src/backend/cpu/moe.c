@@ -12,6 +12,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/vec.h"
+#include "util/trace.h"
 
 enum { ROWS_PER_TASK = 32 };
 
@@ -105,7 +106,10 @@ void cpu_moe(lilac_backend *b, int layer, int T) {
     moe_job j = {b, ly, T, (I + ROWS_PER_TASK - 1) / ROWS_PER_TASK, (D + ROWS_PER_TASK - 1) / ROWS_PER_TASK};
 
     cpu_matmul(b, &ly->router, 0, b->xn, D, T, b->rlog, E);
+    const int tr = lilac_trace_on();
+    if (tr) lilac_trace("moe_logits", layer, b->rlog, (size_t)T * E);
     lilac_pool_for(b->pool, T, route_task, &j);
+    if (tr) lilac_trace("moe_w", layer, b->topw, (size_t)T * K);
 
     /* Counting sort of the T*K slots by expert (stable: slots of one expert
      * stay in token order). */
@@ -130,5 +134,6 @@ void cpu_moe(lilac_backend *b, int layer, int T) {
     cpu_matmul(b, &ly->sh_down, 0, b->sg, Is, T, b->sd, D);
     cpu_matmul(b, &ly->sh_gate_proj, 0, b->xn, D, T, b->sgate, 1);
 
+    if (tr) lilac_trace("moe_shared", layer, b->sd, (size_t)T * D), lilac_trace("moe_sgate", layer, b->sgate, (size_t)T);
     lilac_pool_for(b->pool, T, combine_task, &j);
 }

@@ -1,0 +1,56 @@
+/* common.cuh — device helpers shared by the kernel files. */
+#ifndef LILAC_CUDA_COMMON_CUH
+#define LILAC_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "backend/cuda/cuda_ops.h"
+
+/* Kernels of the decode graph return at once after a stop id was generated,
+ * so replays queued ahead of the host leave the state untouched. */
+#define LC_STOPPED(ctrl) ((ctrl) != nullptr && (ctrl)->stop)
+
+__device__ __forceinline__ float bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+__device__ __forceinline__ uint16_t f32_to_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every
+ * thread gets the result.  scratch: 32 floats of shared memory. */
+__device__ __forceinline__ float block_sum(float v, float *scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float r = lane < nw ? scratch[lane] : 0.0f;
+    return warp_sum(r);
+}
+
+__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* One quantised row: codes, scales, biases of row r of matrix e. */
+__device__ __forceinline__ const uint32_t *qrow_w(const lc_qmat &m, int e, int r) {
+    return m.w + ((size_t)e * m.rows + r) * (size_t)(m.cols * m.bits / 32);
+}
+__device__ __forceinline__ size_t qrow_sb(const lc_qmat &m, int e, int r) {
+    return ((size_t)e * m.rows + r) * (size_t)(m.cols / LC_GROUP);
+}
+
+#endif

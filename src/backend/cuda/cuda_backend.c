@@ -1,0 +1,431 @@
+/* cuda_backend.c — the CUDA backend's lifecycle: device checks, the one-time
+ * weight upload (or on-device generation of synthetic weights), scratch,
+ * and session states (KV cache, DeltaNet state, control block).
+ *
+ * Supported: MLX affine checkpoints (4/8-bit, group 64) whose dimensions
+ * have kernels (cuda_ops.h); anything else is refused at load with the
+ * reason, never run on a slow fallback. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_internal.h"
+#include "util/bf16.h"
+
+int lilac_cuda_available(char *why, size_t cap) {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess || n == 0) {
+        snprintf(why, cap, "no CUDA device (%s)", err ? cudaGetErrorString(err) : "none found");
+        return 0;
+    }
+    struct cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major < 8) {
+        snprintf(why, cap, "the GPU has compute capability %d.%d; lilac needs 8.0 or newer", p.major, p.minor);
+        return 0;
+    }
+    return 1;
+}
+
+void lilac_cuda_describe(char *out, size_t cap) {
+    struct cudaDeviceProp p;
+    int drv = 0, n = 0;
+    cudaGetDeviceCount(&n);
+    cudaDriverGetVersion(&drv);
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) {
+        snprintf(out, cap, "unknown");
+        return;
+    }
+    snprintf(out, cap, "%.200s (compute %d.%d, %d SMs, %.0f GiB; %d device%s; CUDA driver %d.%d)", p.name, p.major, p.minor,
+             p.multiProcessorCount, p.totalGlobalMem / 1073741824.0, n, n == 1 ? "" : "s", drv / 1000, (drv % 1000) / 10);
+}
+
+int cuda_slot(const lilac_config *c, int layer) {
+    int k = 0;
+    for (int i = 0; i < layer; i++) k += c->is_attn[i] == c->is_attn[layer];
+    return k;
+}
+
+static void *dalloc(lilac_backend *b, size_t n, lilac_error *e) {
+    void *p = NULL;
+    if (b->nallocs == b->capallocs) {
+        int cap = b->capallocs ? 2 * b->capallocs : 256;
+        void **na = realloc(b->allocs, (size_t)cap * sizeof *na);
+        if (!na) {
+            lilac_fail(e, LILAC_ENOMEM, "allocation table");
+            return NULL;
+        }
+        b->allocs = na;
+        b->capallocs = cap;
+    }
+    cudaError_t err = cudaMalloc(&p, n ? n : 16);
+    if (err != cudaSuccess) {
+        lilac_fail(e, LILAC_ENOMEM, "cudaMalloc of %zu bytes failed: %s (%.1f GiB allocated so far)", n,
+                   cudaGetErrorString(err), b->device_bytes / 1073741824.0);
+        return NULL;
+    }
+    b->allocs[b->nallocs++] = p;
+    b->device_bytes += n;
+    return p;
+}
+
+static lilac_status upload(void *dst, const void *src, size_t n, lilac_error *e) {
+    LC_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+    return LILAC_OK;
+}
+
+static float *upload_f32(lilac_backend *b, const float *src, size_t n, lilac_error *e) {
+    float *d = dalloc(b, n * sizeof(float), e);
+    if (d && upload(d, src, n * sizeof(float), e)) return NULL;
+    return d;
+}
+
+static uint64_t seed_counter = 1;
+
+/* Matrices parts[0..np) fused by rows into one lc_qmat (same type, columns
+ * and stacking). */
+static lilac_status fused(lilac_backend *b, const lilac_matrix *const *parts, int np, lc_qmat *out, lilac_error *e) {
+    const lilac_matrix *p0 = parts[0];
+    int rows = 0;
+    for (int i = 0; i < np; i++) {
+        const lilac_matrix *p = parts[i];
+        if (p->type != LILAC_MAT_Q4 && p->type != LILAC_MAT_Q8)
+            return lilac_fail(e, LILAC_EUNSUPPORTED,
+                              "the CUDA backend runs MLX 4-bit checkpoints (mlx-community/Qwen3.6-35B-A3B-4bit); "
+                              "this model has unquantised (bf16/f32) matrices");
+        if (p->group != LC_GROUP || p->type != p0->type || p->cols != p0->cols || p->n_mat != p0->n_mat ||
+            (np > 1 && p->n_mat != 1))
+            return lilac_fail(e, LILAC_EUNSUPPORTED, "CUDA: cannot fuse matrices of different formats (group %d, %d bits)",
+                              p->group, p->type == LILAC_MAT_Q4 ? 4 : 8);
+        rows += p->rows;
+    }
+    const int bits = p0->type == LILAC_MAT_Q4 ? 4 : 8;
+    const size_t wpr = (size_t)p0->cols * bits / 32, gpr = (size_t)p0->cols / LC_GROUP, nm = (size_t)p0->n_mat;
+    uint32_t *w = dalloc(b, nm * rows * wpr * 4, e);
+    uint16_t *s = w ? dalloc(b, nm * rows * gpr * 2, e) : NULL, *bb = s ? dalloc(b, nm * rows * gpr * 2, e) : NULL;
+    if (!bb) return e->code;
+    if (b->m->synthetic) {
+        /* zero-mean weights of standard deviation ~0.02: w = s*q + b with q uniform */
+        const float s0 = bits == 4 ? 0.02f / 4.6f : 0.02f / 73.9f, mid = bits == 4 ? 7.5f : 127.5f;
+        LC_CHECK(lc_fill_u32(w, nm * rows * wpr, seed_counter++, b->st));
+        LC_CHECK(lc_fill_bf16(s, nm * rows * gpr, seed_counter++, 0.9f * s0, 1.1f * s0, b->st));
+        LC_CHECK(lc_fill_bf16(bb, nm * rows * gpr, seed_counter++, -mid * 1.1f * s0, -mid * 0.9f * s0, b->st));
+    } else {
+        size_t ro = 0;
+        for (int i = 0; i < np; i++) {
+            const lilac_matrix *p = parts[i];
+            const size_t r = (size_t)p->rows * nm; /* stacked experts are contiguous [E][rows] */
+            lilac_status st;
+            if ((st = upload(w + ro * wpr, p->w, r * wpr * 4, e)) || (st = upload(s + ro * gpr, p->scales, r * gpr * 2, e)) ||
+                (st = upload(bb + ro * gpr, p->biases, r * gpr * 2, e)))
+                return st;
+            ro += r;
+        }
+    }
+    *out = (lc_qmat){w, s, bb, rows, p0->cols, bits, p0->n_mat};
+    return LILAC_OK;
+}
+
+static lilac_status one(lilac_backend *b, const lilac_matrix *m, lc_qmat *out, lilac_error *e) {
+    return fused(b, &m, 1, out, e);
+}
+
+static lilac_status need_gemv(const lc_qmat *m, const char *what, lilac_error *e) {
+    if (lc_gemv_supported(m->bits, m->cols)) return LILAC_OK;
+    return lilac_fail(e, LILAC_EUNSUPPORTED, "CUDA: no kernel for %s with %d inputs at %d bits", what, m->cols, m->bits);
+}
+
+static lilac_status check_shapes(const lilac_config *c, lilac_error *e) {
+    if (c->n_heads != 8 * c->n_kv_heads)
+        return lilac_fail(e, LILAC_EUNSUPPORTED, "CUDA: attention kernels need 8 query heads per kv head (have %d/%d)",
+                          c->n_heads, c->n_kv_heads);
+    if (c->head_dim != 32 && c->head_dim != 64 && c->head_dim != 128 && c->head_dim != 256)
+        return lilac_fail(e, LILAC_EUNSUPPORTED, "CUDA: no attention kernel for head_dim %d", c->head_dim);
+    if ((c->lin_k_dim != 32 && c->lin_k_dim != 64 && c->lin_k_dim != 128) || c->lin_v_dim % 32 ||
+        c->lin_v_dim * (c->lin_k_dim / 32) > 1024 || 2 * c->lin_k_dim + (c->lin_v_heads / c->lin_k_heads) * c->lin_v_dim > 1024)
+        return lilac_fail(e, LILAC_EUNSUPPORTED, "CUDA: no DeltaNet kernel for head dims %d/%d", c->lin_k_dim, c->lin_v_dim);
+    if (c->conv_kernel < 2 || c->conv_kernel > 4)
+        return lilac_fail(e, LILAC_EUNSUPPORTED, "CUDA: no conv kernel for %d taps", c->conv_kernel);
+    if (c->shared_inter != c->moe_inter || c->n_experts > 1024 || c->n_experts_per_tok != 8)
+        return lilac_fail(e, LILAC_EUNSUPPORTED,
+                          "CUDA: MoE kernels need 8 experts per token, at most 1024 experts and equal shared/routed sizes");
+    return LILAC_OK;
+}
+
+static lilac_status upload_layer(lilac_backend *b, int l, lilac_error *e) {
+    const lilac_model *m = b->m;
+    const lilac_config *c = &m->cfg;
+    const lilac_layer *ly = &m->layers[l];
+    cuda_layer *cl = &b->layers[l];
+    const int D = c->hidden;
+    lilac_status st;
+    cl->is_attn = ly->is_attn;
+    if (!(cl->input_norm = upload_f32(b, ly->input_norm, (size_t)D, e)) || !(cl->post_norm = upload_f32(b, ly->post_norm, (size_t)D, e)))
+        return e->code;
+    if (ly->is_attn) {
+        const lilac_matrix *qkv[] = {&ly->q_proj, &ly->k_proj, &ly->v_proj};
+        if ((st = fused(b, qkv, 3, &cl->in_proj, e)) || (st = one(b, &ly->o_proj, &cl->out_proj, e))) return st;
+        if (!(cl->q_norm = upload_f32(b, ly->q_norm, (size_t)c->head_dim, e)) ||
+            !(cl->k_norm = upload_f32(b, ly->k_norm, (size_t)c->head_dim, e)))
+            return e->code;
+        cl->attn = (lc_attn_params){c->n_heads, c->n_kv_heads, c->head_dim, c->rotary_dim, c->rms_eps,
+                                    cl->q_norm, cl->k_norm, b->rope_inv, 0};
+    } else {
+        const lilac_matrix *in[] = {&ly->in_qkv, &ly->in_z, &ly->in_b, &ly->in_a};
+        if ((st = fused(b, in, 4, &cl->in_proj, e)) || (st = one(b, &ly->out_proj, &cl->out_proj, e))) return st;
+        cl->gdn = (lc_gdn_params){c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel, c->rms_eps,
+                                  NULL, NULL, NULL, NULL};
+        if (!(cl->gdn.conv_w = upload_f32(b, ly->conv_w, (size_t)c->conv_dim * c->conv_kernel, e)) ||
+            !(cl->gdn.A_log = upload_f32(b, ly->A_log, (size_t)c->lin_v_heads, e)) ||
+            !(cl->gdn.dt_bias = upload_f32(b, ly->dt_bias, (size_t)c->lin_v_heads, e)) ||
+            !(cl->gdn.norm_w = upload_f32(b, ly->lin_norm, (size_t)c->lin_v_dim, e)))
+            return e->code;
+    }
+    const lilac_matrix *router[] = {&ly->router, &ly->sh_gate_proj}, *sgu[] = {&ly->sh_gate, &ly->sh_up};
+    if ((st = fused(b, router, 2, &cl->router, e)) || (st = one(b, &ly->exp_gate, &cl->gate, e)) ||
+        (st = one(b, &ly->exp_up, &cl->up, e)) || (st = one(b, &ly->exp_down, &cl->down, e)) ||
+        (st = fused(b, sgu, 2, &cl->sh_gu, e)) || (st = one(b, &ly->sh_down, &cl->sh_down, e)))
+        return st;
+    /* views of the fused shared gate|up */
+    const int Is = c->shared_inter;
+    const size_t wpr = (size_t)cl->sh_gu.cols * cl->sh_gu.bits / 32, gpr = (size_t)cl->sh_gu.cols / LC_GROUP;
+    cl->sh_gate = cl->sh_gu;
+    cl->sh_gate.rows = Is;
+    cl->sh_up = cl->sh_gate;
+    cl->sh_up.w += (size_t)Is * wpr;
+    cl->sh_up.s += (size_t)Is * gpr;
+    cl->sh_up.b += (size_t)Is * gpr;
+    const lc_qmat *gv[] = {&cl->in_proj, &cl->out_proj, &cl->router, &cl->gate, &cl->down, &cl->sh_gu, &cl->sh_down};
+    const char *names[] = {"the input projection", "the output projection", "the router", "the expert gate/up",
+                           "the expert down projection", "the shared expert", "the shared expert's down projection"};
+    for (int i = 0; i < 7; i++)
+        if ((st = need_gemv(gv[i], names[i], e))) return st;
+    return LILAC_OK;
+}
+
+static void cuda_close(lilac_backend *b) {
+    if (!b) return;
+    cudaSetDevice(b->device);
+    if (b->st) cudaStreamSynchronize(b->st);
+    for (int i = 0; i < b->nallocs; i++) cudaFree(b->allocs[i]);
+    if (b->host_logits) cudaFreeHost(b->host_logits);
+    if (b->host_ids) cudaFreeHost(b->host_ids);
+    if (b->st) cudaStreamDestroy(b->st);
+    free(b->allocs);
+    free(b->layers);
+    free(b);
+}
+
+#define ALLOC(ptr, n)                                                  \
+    do {                                                               \
+        if (!((ptr) = dalloc(b, (size_t)(n) * sizeof *(ptr), e))) goto fail; \
+    } while (0)
+
+static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o, lilac_backend **out, lilac_error *e) {
+    *out = NULL;
+    const lilac_config *c = &m->cfg;
+    lilac_status st = check_shapes(c, e);
+    if (st) return st;
+    lilac_backend *b = calloc(1, sizeof *b);
+    if (!b) return lilac_fail(e, LILAC_ENOMEM, "CUDA backend");
+    b->m = m;
+    b->T = o->max_chunk > 0 ? o->max_chunk : 512;
+    struct cudaDeviceProp prop;
+    if (cudaSetDevice(0) != cudaSuccess || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking) != cudaSuccess) {
+        free(b);
+        return lilac_fail(e, LILAC_EBACKEND, "CUDA: cannot initialise device 0");
+    }
+    int drv = 0;
+    cudaDriverGetVersion(&drv);
+    snprintf(b->name, sizeof b->name, "%.255s (sm_%d%d, %d SMs, %.0f GiB, driver %d.%d)", prop.name, prop.major, prop.minor,
+             prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, drv / 1000, (drv % 1000) / 10);
+    b->layers = calloc((size_t)c->n_layers, sizeof *b->layers);
+    if (!b->layers) {
+        cuda_close(b);
+        return lilac_fail(e, LILAC_ENOMEM, "CUDA layers");
+    }
+    /* weights */
+    {
+        float inv[512];
+        for (int j = 0; j < c->rotary_dim / 2 && j < 512; j++)
+            inv[j] = 1.0f / powf((float)c->rope_theta, (float)(2 * j) / (float)c->rotary_dim);
+        if (!(b->rope_inv = upload_f32(b, inv, (size_t)c->rotary_dim / 2, e))) goto fail;
+    }
+    if ((st = one(b, &m->embed, &b->embed, e)) || (st = one(b, &m->lm_head, &b->lm_head, e)) ||
+        (st = need_gemv(&b->lm_head, "the lm_head", e)))
+        goto fail;
+    if (!(b->final_norm = upload_f32(b, m->final_norm, (size_t)c->hidden, e))) goto fail;
+    for (int l = 0; l < c->n_layers; l++)
+        if ((st = upload_layer(b, l, e))) goto fail;
+
+    /* scratch */
+    {
+        const int T = b->T, D = c->hidden, E = c->n_experts, K = c->n_experts_per_tok, I = c->moe_inter;
+        const int Kd = c->lin_key_dim, Vd = c->lin_value_dim, Hv = c->lin_v_heads, H = c->n_heads, hd = c->head_dim;
+        const int gdn_rows = 2 * Kd + 2 * Vd + 2 * Hv, attn_rows = H * 2 * hd + 2 * c->n_kv_heads * hd;
+        b->ldp = ((gdn_rows > attn_rows ? gdn_rows : attn_rows) + 3) & ~3; /* rows stay 16-byte aligned */
+        const size_t mixw = (size_t)(Vd > H * hd ? Vd : H * hd);
+        const size_t part_prefill = (size_t)T * c->n_kv_heads * 8 * (hd + 2),
+                     part_decode = (size_t)c->n_kv_heads * LC_NSPLIT * 8 * (hd + 2);
+        const size_t slots = (size_t)T * K > (size_t)K + 1 ? (size_t)T * K : (size_t)K + 1;
+        ALLOC(b->ids, T);
+        ALLOC(b->h, (size_t)T * D);
+        ALLOC(b->xn, (size_t)T * D);
+        ALLOC(b->proj, (size_t)T * b->ldp);
+        ALLOC(b->mix, (size_t)T * mixw);
+        ALLOC(b->qbuf, (size_t)T * H * hd);
+        ALLOC(b->part, part_prefill > part_decode ? part_prefill : part_decode);
+        ALLOC(b->rl, (size_t)T * (E + 1));
+        ALLOC(b->topi, (size_t)T * K);
+        ALLOC(b->topw, (size_t)T * K);
+        ALLOC(b->sgate, T);
+        ALLOC(b->act, slots * I);
+        ALLOC(b->eo, (size_t)T * K * D);
+        ALLOC(b->sgu, (size_t)T * 2 * I);
+        ALLOC(b->sact, (size_t)T * I);
+        ALLOC(b->sout, (size_t)T * D);
+        ALLOC(b->sort.count, E);
+        ALLOC(b->sort.offset, E + 1);
+        ALLOC(b->sort.cursor, E);
+        ALLOC(b->sort.slot_tok, (size_t)T * K);
+        ALLOC(b->sort.slot_of, (size_t)T * K);
+        ALLOC(b->sort.tiles, (size_t)T * K / 16 + E + 1);
+        ALLOC(b->sort.ntiles, 1);
+        ALLOC(b->logits, (size_t)LC_LOGIT_ROWS * c->vocab_size);
+        ALLOC(b->amax_part, 1024);
+        ALLOC(b->amax_done, 1);
+        ALLOC(b->moe_done, 1);
+        ALLOC(b->stop_ids, LC_MAX_STOP);
+        if (cudaMemset(b->amax_done, 0, sizeof(unsigned)) != cudaSuccess || cudaMemset(b->moe_done, 0, sizeof(unsigned)) != cudaSuccess ||
+            cudaMallocHost((void **)&b->host_logits, (size_t)LC_LOGIT_ROWS * c->vocab_size * sizeof(float)) != cudaSuccess ||
+            cudaMallocHost((void **)&b->host_ids, (size_t)T * sizeof(int32_t)) != cudaSuccess) {
+            lilac_fail(e, LILAC_ENOMEM, "CUDA pinned host buffers");
+            goto fail;
+        }
+    }
+    if (cudaStreamSynchronize(b->st) != cudaSuccess || cudaGetLastError() != cudaSuccess) {
+        lilac_fail(e, LILAC_EBACKEND, "CUDA: weight upload failed");
+        goto fail;
+    }
+    *out = b;
+    return LILAC_OK;
+fail:
+    st = e ? e->code : LILAC_EBACKEND;
+    cuda_close(b);
+    return st ? st : LILAC_EBACKEND;
+}
+
+static size_t cuda_state_bytes(const lilac_backend *b, int max_ctx) {
+    const lilac_config *c = &b->m->cfg;
+    size_t kv = 2 * (size_t)max_ctx * c->n_kv_heads * c->head_dim * 2;
+    size_t lin = ((size_t)(c->conv_kernel - 1) * c->conv_dim + (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim) * 4;
+    return kv * c->n_attn_layers + lin * c->n_lin_layers + ((size_t)max_ctx + 1) * 4 + sizeof(lc_ctrl);
+}
+
+static void cuda_state_free(lilac_backend *b, lilac_state *s) {
+    if (!s) return;
+    const lilac_config *c = &b->m->cfg;
+    cudaStreamSynchronize(b->st);
+    for (int i = 0; s->kc && i < c->n_attn_layers; i++) cudaFree(s->kc[i]), cudaFree(s->vc[i]);
+    for (int i = 0; s->conv && i < c->n_lin_layers; i++) cudaFree(s->conv[i]), cudaFree(s->rec[i]);
+    if (s->graph) cudaGraphExecDestroy(s->graph);
+    cudaFree(s->ctrl);
+    cudaFree(s->out);
+    if (s->host_out) cudaFreeHost(s->host_out);
+    if (s->host_ctrl) cudaFreeHost(s->host_ctrl);
+    free(s->kc);
+    free(s->vc);
+    free(s->conv);
+    free(s->rec);
+    free(s);
+}
+
+static void cuda_state_reset(lilac_backend *b, lilac_state *s) {
+    const lilac_config *c = &b->m->cfg;
+    for (int i = 0; i < c->n_lin_layers; i++) {
+        cudaMemsetAsync(s->conv[i], 0, (size_t)(c->conv_kernel - 1) * c->conv_dim * 4, b->st);
+        cudaMemsetAsync(s->rec[i], 0, (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim * 4, b->st);
+    }
+    cudaMemsetAsync(s->ctrl, 0, sizeof(lc_ctrl), b->st);
+    cudaStreamSynchronize(b->st);
+    s->pos = 0;
+}
+
+static lilac_status cuda_state_new(lilac_backend *b, int max_ctx, lilac_state **out, lilac_error *e) {
+    *out = NULL;
+    const lilac_config *c = &b->m->cfg;
+    if (max_ctx < 1) return lilac_fail(e, LILAC_EINVAL, "context size %d must be positive", max_ctx);
+    lilac_state *s = calloc(1, sizeof *s);
+    if (!s) return lilac_fail(e, LILAC_ENOMEM, "session state");
+    s->cap = max_ctx;
+    s->kc = calloc((size_t)c->n_attn_layers + 1, sizeof *s->kc);
+    s->vc = calloc((size_t)c->n_attn_layers + 1, sizeof *s->vc);
+    s->conv = calloc((size_t)c->n_lin_layers + 1, sizeof *s->conv);
+    s->rec = calloc((size_t)c->n_lin_layers + 1, sizeof *s->rec);
+    int ok = s->kc && s->vc && s->conv && s->rec;
+    const size_t kv = (size_t)max_ctx * c->n_kv_heads * c->head_dim * 2;
+    for (int i = 0; ok && i < c->n_attn_layers; i++)
+        ok = cudaMalloc((void **)&s->kc[i], kv) == cudaSuccess && cudaMalloc((void **)&s->vc[i], kv) == cudaSuccess;
+    for (int i = 0; ok && i < c->n_lin_layers; i++)
+        ok = cudaMalloc((void **)&s->conv[i], (size_t)(c->conv_kernel - 1) * c->conv_dim * 4) == cudaSuccess &&
+             cudaMalloc((void **)&s->rec[i], (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim * 4) == cudaSuccess;
+    ok = ok && cudaMalloc((void **)&s->ctrl, sizeof(lc_ctrl)) == cudaSuccess &&
+         cudaMalloc((void **)&s->out, ((size_t)max_ctx + 1) * 4) == cudaSuccess &&
+         cudaMallocHost((void **)&s->host_out, ((size_t)max_ctx + 1) * 4) == cudaSuccess &&
+         cudaMallocHost((void **)&s->host_ctrl, sizeof(lc_ctrl)) == cudaSuccess;
+    if (!ok) {
+        cudaGetLastError(); /* clear the allocation error */
+        cuda_state_free(b, s);
+        return lilac_fail(e, LILAC_ENOMEM, "GPU memory for a %d-token session (%.1f MiB)", max_ctx,
+                          cuda_state_bytes(b, max_ctx) / 1048576.0);
+    }
+    cuda_state_reset(b, s);
+    *out = s;
+    return LILAC_OK;
+}
+
+static int cuda_state_pos(const lilac_state *s) { return s->pos; }
+static int cuda_state_capacity(const lilac_state *s) { return s->cap; }
+
+static lilac_status cuda_state_copy(lilac_backend *b, lilac_state *dst, const lilac_state *src, lilac_error *e) {
+    const lilac_config *c = &b->m->cfg;
+    if (src->pos > dst->cap)
+        return lilac_fail(e, LILAC_EINVAL, "state copy: %d tokens do not fit a %d-token state", src->pos, dst->cap);
+    const size_t kv = (size_t)src->pos * c->n_kv_heads * c->head_dim * 2;
+    for (int i = 0; i < c->n_attn_layers; i++) {
+        LC_CHECK(cudaMemcpyAsync(dst->kc[i], src->kc[i], kv, cudaMemcpyDeviceToDevice, b->st));
+        LC_CHECK(cudaMemcpyAsync(dst->vc[i], src->vc[i], kv, cudaMemcpyDeviceToDevice, b->st));
+    }
+    for (int i = 0; i < c->n_lin_layers; i++) {
+        LC_CHECK(cudaMemcpyAsync(dst->conv[i], src->conv[i], (size_t)(c->conv_kernel - 1) * c->conv_dim * 4,
+                                 cudaMemcpyDeviceToDevice, b->st));
+        LC_CHECK(cudaMemcpyAsync(dst->rec[i], src->rec[i], (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim * 4,
+                                 cudaMemcpyDeviceToDevice, b->st));
+    }
+    LC_CHECK(cudaMemcpyAsync(dst->ctrl, src->ctrl, sizeof(lc_ctrl), cudaMemcpyDeviceToDevice, b->st));
+    LC_CHECK(cudaStreamSynchronize(b->st));
+    dst->pos = src->pos;
+    return LILAC_OK;
+}
+
+static const char *cuda_device_name(const lilac_backend *b) { return b->name; }
+
+const lilac_backend_ops lilac_cuda_backend = {
+    .name = "cuda",
+    .open = cuda_open,
+    .close = cuda_close,
+    .state_new = cuda_state_new,
+    .state_free = cuda_state_free,
+    .state_reset = cuda_state_reset,
+    .state_pos = cuda_state_pos,
+    .state_capacity = cuda_state_capacity,
+    .state_copy = cuda_state_copy,
+    .state_bytes = cuda_state_bytes,
+    .forward = cuda_forward,
+    .device_name = cuda_device_name,
+    .generate = cuda_generate,
+    .state_fill_random = cuda_state_fill_random,
+    .profile = cuda_profile,
+};

@@ -1,0 +1,292 @@
+/* cuda_forward.c — the forward pass on the GPU, and generation on the device.
+ *
+ * One layer loop serves every case (spec §3):
+ *   T > 1  (prefill chunk): tiled GEMMs, grouped expert GEMMs, T-token scans;
+ *   T == 1 (decode step):   GEMVs and the fused batch-1 MoE kernels.
+ * The decode step is captured once per state as a CUDA graph: the token it
+ * feeds is read from the state's control block, the argmax at its end writes
+ * the next one there, so the host only replays the graph and reads finished
+ * ids from a ring, asynchronously. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_internal.h"
+#include "util/trace.h"
+
+/* LILAC_TRACE=1: summaries of intermediates in the CPU backend's layouts
+ * (rows x cols taken with row stride ld), for diffing against it. */
+static void ctrace(lilac_backend *b, const char *name, int layer, const float *dev, int rows, int cols, int ld) {
+    if (!lilac_trace_on()) return;
+    enum cudaStreamCaptureStatus cs;
+    if (cudaStreamIsCapturing(b->st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) return;
+    float *h = malloc((size_t)rows * cols * sizeof(float));
+    if (!h) return;
+    cudaStreamSynchronize(b->st);
+    cudaMemcpy2D(h, (size_t)cols * sizeof(float), dev, (size_t)ld * sizeof(float), (size_t)cols * sizeof(float), (size_t)rows,
+                 cudaMemcpyDeviceToHost);
+    lilac_trace(name, layer, h, (size_t)rows * cols);
+    free(h);
+}
+
+void cuda_prof_mark(cuda_prof *p, int cls, cudaStream_t st) {
+    if (!p || p->n >= CUDA_PROF_MAX) return;
+    cudaEventRecord(p->ev[p->n], st);
+    p->cls[p->n++] = cls;
+}
+
+#define MARK(cls) cuda_prof_mark(prof, cls, st)
+
+/* Enqueues the decoder layers for T tokens whose ids are in device memory;
+ * prof (may be NULL) records an event after each kernel. */
+lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t *d_ids, int T, cuda_prof *prof,
+                                 lilac_error *e) {
+    const lilac_config *c = &b->m->cfg;
+    const int D = c->hidden, E = c->n_experts, K = c->n_experts_per_tok, I = c->moe_inter;
+    const cudaStream_t st = b->st;
+    lc_ctrl *ctrl = s->ctrl;
+    MARK(PROF_START);
+    LC_CHECK(lc_embed(&b->embed, d_ids, T, b->h, ctrl, st));
+    MARK(PROF_NORM);
+    ctrace(b, "embed", 0, b->h, T, D, D);
+    const int C = c->conv_dim, Vd = c->lin_value_dim, Hv = c->lin_v_heads, H = c->n_heads, hd = c->head_dim;
+    for (int l = 0; l < c->n_layers; l++) {
+        cuda_layer *cl = &b->layers[l];
+        const int slot = cuda_slot(c, l);
+        if (T == 1) { /* the input norm runs inside the GEMV */
+            LC_CHECK(lc_gemv_rms(&cl->in_proj, b->h, cl->input_norm, c->rms_eps, b->proj, NULL, ctrl, st));
+        } else {
+            LC_CHECK(lc_rmsnorm(b->h, cl->input_norm, b->xn, T, D, c->rms_eps, ctrl, st));
+            ctrace(b, "norm1", l, b->xn, T, D, D);
+            LC_CHECK(lc_gemm(&cl->in_proj, 0, b->xn, D, T, b->proj, b->ldp, 0, st));
+        }
+        MARK(PROF_GEMV);
+        if (cl->is_attn) {
+            ctrace(b, "attn_qg", l, b->proj, T, H * 2 * hd, b->ldp);
+            ctrace(b, "attn_k", l, b->proj + H * 2 * hd, T, c->n_kv_heads * hd, b->ldp);
+        } else {
+            ctrace(b, "gdn_qkv", l, b->proj, T, C, b->ldp);
+            ctrace(b, "gdn_z", l, b->proj + C, T, Vd, b->ldp);
+            ctrace(b, "gdn_ba", l, b->proj + C + Vd, T, 2 * Hv, b->ldp);
+        }
+        if (cl->is_attn) {
+            lc_attn_params ap = cl->attn;
+            ap.cap = s->cap;
+            const int nsplit = T == 1 ? LC_NSPLIT : 1;
+            LC_CHECK(lc_attn_prep(&ap, b->proj, b->ldp, T, b->qbuf, s->kc[slot], s->vc[slot], ctrl, st));
+            MARK(PROF_ATTN);
+            LC_CHECK(lc_attn(&ap, b->qbuf, s->kc[slot], s->vc[slot], T, nsplit, b->part, ctrl, st));
+            MARK(PROF_ATTN);
+            LC_CHECK(lc_attn_combine(&ap, b->part, T, nsplit, b->proj, b->ldp, b->mix, ctrl, st));
+            MARK(PROF_ATTN);
+            ctrace(b, "attn_out", l, b->mix, T, H * hd, H * hd);
+        } else {
+            LC_CHECK(lc_gdn_conv(&cl->gdn, b->proj, b->ldp, T, s->conv[slot], ctrl, st));
+            MARK(PROF_GDN);
+            ctrace(b, "gdn_conv", l, b->proj, T, C, b->ldp);
+            ctrace(b, "gdn_gates", l, b->proj + C + Vd, T, 2 * Hv, b->ldp);
+            LC_CHECK(lc_gdn_scan(&cl->gdn, b->proj, b->ldp, T, s->rec[slot], b->mix, ctrl, st));
+            MARK(PROF_GDN);
+            ctrace(b, "gdn_scan", l, b->mix, T, Vd, Vd);
+        }
+        /* residual 1: h += mixer output projected */
+        if (T == 1) LC_CHECK(lc_gemv(&cl->out_proj, 0, b->mix, b->h, b->h, ctrl, st));
+        else LC_CHECK(lc_gemm(&cl->out_proj, 0, b->mix, cl->out_proj.cols, T, b->h, D, 1, st));
+        MARK(PROF_GEMV);
+        ctrace(b, "h_mixer", l, b->h, T, D, D);
+
+        /* MoE, residual 2 */
+        if (T == 1) { /* norm + router + top-K in one launch */
+            LC_CHECK(lc_moe_router(&cl->router, b->h, cl->post_norm, c->rms_eps, b->xn, b->rl, K, b->topi, b->topw,
+                                   b->sgate, b->moe_done, ctrl, st));
+            MARK(PROF_MOE);
+        } else {
+            LC_CHECK(lc_rmsnorm(b->h, cl->post_norm, b->xn, T, D, c->rms_eps, ctrl, st));
+            LC_CHECK(lc_gemm(&cl->router, 0, b->xn, D, T, b->rl, E + 1, 0, st));
+            LC_CHECK(lc_moe_topk(b->rl, T, E, K, b->topi, b->topw, b->sgate, ctrl, st));
+        }
+        ctrace(b, "moe_logits", l, b->rl, T, E, E + 1);
+        ctrace(b, "moe_w", l, b->topw, T, K, K);
+        if (T == 1) {
+            LC_CHECK(lc_moe_gate_up(&cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, b->topi, K, b->xn, b->act, ctrl, st));
+            MARK(PROF_MOE);
+            LC_CHECK(lc_moe_down(&cl->down, &cl->sh_down, b->topi, b->topw, b->sgate, K, b->act, b->h, ctrl, st));
+            MARK(PROF_MOE);
+        } else {
+            LC_CHECK(lc_moe_sort_slots(b->topi, T, E, K, &b->sort, st));
+            LC_CHECK(lc_moe_grouped_gate_up(&cl->gate, &cl->up, &b->sort, T, K, b->xn, b->act, st));
+            LC_CHECK(lc_moe_grouped_down(&cl->down, &b->sort, T, K, b->act, b->eo, st));
+            LC_CHECK(lc_gemm(&cl->sh_gu, 0, b->xn, D, T, b->sgu, 2 * I, 0, st));
+            LC_CHECK(lc_swiglu(b->sgu, T, I, b->sact, st));
+            LC_CHECK(lc_gemm(&cl->sh_down, 0, b->sact, I, T, b->sout, D, 0, st));
+            ctrace(b, "moe_shared", l, b->sout, T, D, D);
+            ctrace(b, "moe_sgate", l, b->rl + E, T, 1, E + 1);
+            LC_CHECK(lc_moe_combine(b->eo, &b->sort, b->topw, b->sgate, b->sout, T, K, D, b->h, st));
+        }
+        ctrace(b, "h_moe", l, b->h, T, D, D);
+    }
+    return LILAC_OK;
+}
+
+lilac_status cuda_forward(lilac_backend *b, lilac_state *s, const int32_t *ids, int n, const lilac_forward_out *out,
+                          lilac_error *e) {
+    const lilac_config *c = &b->m->cfg;
+    const int D = c->hidden, V = c->vocab_size;
+    if (n <= 0 || n > b->T) return lilac_fail(e, LILAC_EINVAL, "forward: %d tokens (1..%d allowed per call)", n, b->T);
+    if (s->pos + n > s->cap)
+        return lilac_fail(e, LILAC_EINVAL, "context full: %d + %d tokens exceed the session's %d", s->pos, n, s->cap);
+    if (out && out->hidden) return lilac_fail(e, LILAC_EUNSUPPORTED, "hidden-state capture needs the CPU backend");
+    for (int t = 0; t < n; t++)
+        if (ids[t] < 0 || ids[t] >= V)
+            return lilac_fail(e, LILAC_EINVAL, "token id %d at position %d is outside the vocabulary [0, %d)", ids[t], t, V);
+    memcpy(b->host_ids, ids, (size_t)n * sizeof *ids);
+    LC_CHECK(cudaMemcpyAsync(b->ids, b->host_ids, (size_t)n * sizeof *ids, cudaMemcpyHostToDevice, b->st));
+    lilac_status st = cuda_enqueue_layers(b, s, b->ids, n, NULL, e);
+    if (st) return st;
+    LC_CHECK(lc_ctrl_advance(s->ctrl, n, b->st));
+
+    /* final norm and lm_head: every row in LC_LOGIT_ROWS batches, or the last */
+    if (out && out->logits && out->all_logits) {
+        LC_CHECK(lc_rmsnorm(b->h, b->final_norm, b->xn, n, D, c->rms_eps, NULL, b->st));
+        for (int r0 = 0; r0 < n; r0 += LC_LOGIT_ROWS) {
+            const int rows = n - r0 < LC_LOGIT_ROWS ? n - r0 : LC_LOGIT_ROWS;
+            LC_CHECK(lc_gemm(&b->lm_head, 0, b->xn + (size_t)r0 * D, D, rows, b->logits, V, 0, b->st));
+            LC_CHECK(cudaMemcpyAsync(b->host_logits, b->logits, (size_t)rows * V * sizeof(float), cudaMemcpyDeviceToHost, b->st));
+            LC_CHECK(cudaStreamSynchronize(b->st));
+            memcpy(out->logits + (size_t)r0 * V, b->host_logits, (size_t)rows * V * sizeof(float));
+        }
+    } else if (out && out->logits) {
+        const float *last = b->h + (size_t)(n - 1) * D;
+        LC_CHECK(lc_gemv_rms(&b->lm_head, last, b->final_norm, c->rms_eps, b->logits, NULL, NULL, b->st));
+        LC_CHECK(cudaMemcpyAsync(b->host_logits, b->logits, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost, b->st));
+        LC_CHECK(cudaStreamSynchronize(b->st));
+        memcpy(out->logits, b->host_logits, (size_t)V * sizeof(float));
+    }
+    LC_CHECK(cudaStreamSynchronize(b->st));
+    LC_CHECK(cudaGetLastError());
+    s->pos += n;
+    return LILAC_OK;
+}
+
+/* ---- generation on the device ------------------------------------------------ */
+
+/* The whole decode step: feed ctrl->token at ctrl->pos, choose the next
+ * token by argmax, advance ctrl. */
+lilac_status cuda_enqueue_step(lilac_backend *b, lilac_state *s, int n_stop, cuda_prof *prof, lilac_error *e) {
+    const lilac_config *c = &b->m->cfg;
+    const cudaStream_t st = b->st;
+    lilac_status rc = cuda_enqueue_layers(b, s, &s->ctrl->token, 1, prof, e);
+    if (rc) return rc;
+    LC_CHECK(lc_gemv_rms(&b->lm_head, b->h, b->final_norm, c->rms_eps, b->logits, NULL, s->ctrl, st));
+    MARK(PROF_HEAD);
+    LC_CHECK(lc_argmax(b->logits, c->vocab_size, b->amax_part, b->amax_done, s->out, b->stop_ids, n_stop, 1, s->ctrl, st));
+    MARK(PROF_HEAD);
+    return LILAC_OK;
+}
+
+/* The decode step captured once per state (and stop-id count), replayed per token. */
+lilac_status cuda_capture_step(lilac_backend *b, lilac_state *s, int n_stop, lilac_error *e) {
+    if (s->graph) {
+        if (s->graph_stops == n_stop) return LILAC_OK;
+        cudaGraphExecDestroy(s->graph);
+        s->graph = NULL;
+    }
+    cudaGraph_t g;
+    LC_CHECK(cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
+    lilac_status st = cuda_enqueue_step(b, s, n_stop, NULL, e);
+    cudaError_t err = cudaStreamEndCapture(b->st, &g);
+    if (st) {
+        if (!err) cudaGraphDestroy(g);
+        return st;
+    }
+    if (err) return lilac_fail(e, LILAC_EBACKEND, "CUDA: graph capture failed: %s", cudaGetErrorString(err));
+    err = cudaGraphInstantiate(&s->graph, g, 0);
+    cudaGraphDestroy(g);
+    if (err) return lilac_fail(e, LILAC_EBACKEND, "CUDA: graph instantiation failed: %s", cudaGetErrorString(err));
+    s->graph_stops = n_stop;
+    return LILAC_OK;
+}
+
+enum { LOOKAHEAD = 4, EVENTS = 8 };
+
+lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_params *p, const float *logits_in,
+                           lilac_token_cb cb, void *ctx, int32_t *out, int *n_gen, int *n_fed, lilac_finish *why,
+                           float *logits_out, lilac_error *e) {
+    const lilac_config *c = &b->m->cfg;
+    const int V = c->vocab_size;
+    *n_gen = *n_fed = 0;
+    *why = LILAC_FINISH_LENGTH;
+    /* The device path is greedy; sampling, penalties and logprobs go through the host loop. */
+    const lilac_sampling *sp = &p->sampling;
+    if (sp->temperature > 0 || sp->repetition_penalty != 1.0f || sp->presence_penalty != 0 || sp->frequency_penalty != 0 ||
+        p->logprobs || p->top_logprobs)
+        return LILAC_EUNSUPPORTED;
+    int32_t stops[LC_MAX_STOP];
+    int n_stop = 0;
+    if (p->stop_at_eos)
+        for (int k = 0; k < c->n_eos && n_stop < LC_MAX_STOP; k++) stops[n_stop++] = c->eos[k];
+    for (int k = 0; k < p->n_stop_ids; k++) {
+        if (n_stop == LC_MAX_STOP) return LILAC_EUNSUPPORTED;
+        stops[n_stop++] = p->stop_ids[k];
+    }
+    int max_tokens = p->max_tokens;
+    if (max_tokens <= 0) return LILAC_OK;
+    /* each generated token but the last is fed: capacity bounds the count */
+    if (max_tokens > s->cap - s->pos + 1) max_tokens = s->cap - s->pos + 1;
+    const int pos0 = s->pos;
+    lilac_status st = cuda_capture_step(b, s, n_stop, e);
+    if (st) return st;
+    if (n_stop) LC_CHECK(cudaMemcpyAsync(b->stop_ids, stops, (size_t)n_stop * sizeof *stops, cudaMemcpyHostToDevice, b->st));
+    memcpy(b->host_logits, logits_in, (size_t)V * sizeof(float));
+    LC_CHECK(cudaMemcpyAsync(b->logits, b->host_logits, (size_t)V * sizeof(float), cudaMemcpyHostToDevice, b->st));
+    LC_CHECK(lc_ctrl_begin(s->ctrl, max_tokens, b->st));
+    /* token 0 from the prompt's logits (the prompt is already fed) */
+    LC_CHECK(lc_argmax(b->logits, V, b->amax_part, b->amax_done, s->out, b->stop_ids, n_stop, 0, s->ctrl, b->st));
+
+    cudaEvent_t ev[EVENTS];
+    for (int i = 0; i < EVENTS; i++) LC_CHECK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
+    int launched = 1, delivered = 0; /* tokens enqueued / handed to the caller */
+    LC_CHECK(cudaMemcpyAsync(s->host_out, s->out, sizeof(int32_t), cudaMemcpyDeviceToHost, b->st));
+    LC_CHECK(cudaEventRecord(ev[0], b->st));
+    int stopped = 0;
+    while (delivered < launched) {
+        /* keep up to LOOKAHEAD steps queued ahead of the host */
+        while (!stopped && launched < max_tokens && launched - delivered < LOOKAHEAD) {
+            LC_CHECK(cudaGraphLaunch(s->graph, b->st));
+            LC_CHECK(cudaMemcpyAsync(s->host_out + launched, s->out + launched, sizeof(int32_t), cudaMemcpyDeviceToHost, b->st));
+            LC_CHECK(cudaEventRecord(ev[launched % EVENTS], b->st));
+            launched++;
+        }
+        LC_CHECK(cudaEventSynchronize(ev[delivered % EVENTS]));
+        lilac_token_info t = {0};
+        t.id = s->host_out[delivered];
+        t.index = delivered;
+        out[delivered++] = t.id;
+        int is_stop = 0;
+        for (int k = 0; k < n_stop; k++) is_stop |= stops[k] == t.id;
+        if (cb && cb(ctx, &t)) {
+            *why = LILAC_FINISH_CALLBACK;
+            stopped = 1;
+            break;
+        }
+        if (is_stop) {
+            *why = LILAC_FINISH_EOS;
+            stopped = 1;
+            break;
+        }
+    }
+    /* Let queued steps finish (after a stop id they are no-ops), then read
+     * back how far the state advanced. */
+    LC_CHECK(cudaMemcpyAsync(s->host_ctrl, s->ctrl, sizeof(lc_ctrl), cudaMemcpyDeviceToHost, b->st));
+    LC_CHECK(cudaMemcpyAsync(b->host_logits, b->logits, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost, b->st));
+    LC_CHECK(lc_ctrl_end(s->ctrl, b->st));
+    LC_CHECK(cudaStreamSynchronize(b->st));
+    for (int i = 0; i < EVENTS; i++) cudaEventDestroy(ev[i]);
+    s->pos = s->host_ctrl->pos;
+    *n_fed = s->pos - pos0;
+    /* tokens the device generated past what the caller took were fed too */
+    for (int i = delivered; i < *n_fed; i++) out[i] = s->host_out[i];
+    *n_gen = delivered;
+    if (logits_out) memcpy(logits_out, b->host_logits, (size_t)V * sizeof(float));
+    (void)stopped;
+    return LILAC_OK;
+}

@@ -1,0 +1,122 @@
+/* cuda_internal.h — host-side structures of the CUDA backend.
+ *
+ * Weights are uploaded once, in MLX's packed layout (codes, then bf16 scales
+ * and biases per 64-input group), with the projections that share an input
+ * fused by rows at load: GDN qkv|z|b|a, attention q|k|v, router|shared gate,
+ * shared-expert gate|up.  The small f32 parameters follow them.  Activations
+ * live in scratch buffers sized for one prefill chunk; a state owns its KV
+ * cache, DeltaNet state, control block and decode graph. */
+#ifndef LILAC_CUDA_INTERNAL_H
+#define LILAC_CUDA_INTERNAL_H
+
+#include <cuda_runtime_api.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_ops.h"
+
+#define LC_CHECK(expr)                                                                                        \
+    do {                                                                                                      \
+        cudaError_t err_ = (expr);                                                                            \
+        if (err_ != cudaSuccess)                                                                              \
+            return lilac_fail(e, LILAC_EBACKEND, "CUDA: %s failed: %s (%s:%d)", #expr, cudaGetErrorString(err_), \
+                              __FILE__, __LINE__);                                                            \
+    } while (0)
+
+#define LC_NSPLIT 64   /* key ranges per kv head in decode attention */
+#define LC_LOGIT_ROWS 64 /* rows of logits computed per lm_head GEMM in all-logits mode */
+#define LC_MAX_STOP 16
+
+typedef struct {
+    int is_attn;
+    lc_qmat in_proj;   /* GDN: [2Kd + 2Vd + 2Hv] rows q|k|v|z|b|a;  attention: [H*2hd + 2*Hkv*hd] q|gate..|k|v */
+    lc_qmat out_proj;  /* [D, Vd] or [D, H*hd] */
+    lc_qmat router;    /* [E + 1, D] 8-bit: router rows, then the shared-expert gate */
+    lc_qmat gate, up, down;      /* routed experts, stacked */
+    lc_qmat sh_gu;     /* [2 Is, D]: shared gate rows then up rows */
+    lc_qmat sh_gate, sh_up;      /* views of sh_gu */
+    lc_qmat sh_down;   /* [D, Is] */
+    float *input_norm, *post_norm; /* [D] */
+    float *q_norm, *k_norm;        /* [hd] */
+    lc_gdn_params gdn;             /* dims + device pointers of conv_w, A_log, dt_bias, norm_w */
+    lc_attn_params attn;           /* dims + device pointers of the norms and rope table */
+} cuda_layer;
+
+struct lilac_backend {
+    const lilac_model *m;
+    int device;
+    char name[384];
+    cudaStream_t st;
+    int T;             /* max tokens per forward */
+    cuda_layer *layers;
+    lc_qmat embed, lm_head;
+    float *final_norm, *rope_inv;
+    void **allocs;     /* every device allocation, freed at close */
+    int nallocs, capallocs;
+    size_t device_bytes;
+
+    /* scratch, [T, ...] */
+    int32_t *ids;      /* [T] */
+    float *h, *xn;     /* [T, D] */
+    int ldp;           /* row stride of proj */
+    float *proj;       /* [T, ldp] */
+    float *mix;        /* [T, max(Vd, H*hd)] GDN scan or attention output */
+    float *qbuf;       /* [T, H*hd] */
+    float *part;       /* attention partials */
+    float *rl;         /* [T, E + 1] router logits */
+    int32_t *topi;     /* [T, K] */
+    float *topw;       /* [T, K] */
+    float *sgate;      /* [T] */
+    float *act;        /* [max(T*K, K+1), I] */
+    float *eo;         /* [T*K, D] */
+    float *sgu;        /* [T, 2 Is] */
+    float *sact;       /* [T, Is] */
+    float *sout;       /* [T, D] */
+    lc_moe_sort sort;
+    float *logits;     /* [LC_LOGIT_ROWS, V] */
+    float *amax_part;  /* [1024] */
+    unsigned *amax_done;
+    unsigned *moe_done; /* last-block counter of the fused router */
+    int32_t *stop_ids; /* [LC_MAX_STOP] */
+    float *host_logits;/* pinned [LC_LOGIT_ROWS, V] */
+    int32_t *host_ids; /* pinned [T] */
+};
+
+struct lilac_state {
+    int pos, cap;       /* host mirror of ctrl->pos */
+    uint16_t **kc, **vc;/* per attention layer: [cap, Hkv, hd] bf16 */
+    float **conv;       /* per DeltaNet layer: [K-1, C] */
+    float **rec;        /* per DeltaNet layer: [Hv, dk, dv] */
+    lc_ctrl *ctrl;      /* device */
+    int32_t *out;       /* device ring [cap + 1] of generated ids */
+    int32_t *host_out;  /* pinned [cap + 1] */
+    lc_ctrl *host_ctrl; /* pinned */
+    cudaGraphExec_t graph; /* the decode step, captured on first use */
+    int graph_stops;    /* stop-id count the graph was captured with */
+};
+
+/* Kernel classes of the decode-step profile. */
+enum { PROF_START = -1, PROF_NORM, PROF_GEMV, PROF_MOE, PROF_GDN, PROF_ATTN, PROF_HEAD, PROF_NCLASS };
+#define CUDA_PROF_MAX 1024
+typedef struct {
+    cudaEvent_t ev[CUDA_PROF_MAX];
+    int cls[CUDA_PROF_MAX];
+    int n;
+} cuda_prof;
+void cuda_prof_mark(cuda_prof *p, int cls, cudaStream_t st);
+
+/* cuda_forward.c */
+lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t *d_ids, int T, cuda_prof *prof,
+                                 lilac_error *e);
+lilac_status cuda_enqueue_step(lilac_backend *b, lilac_state *s, int n_stop, cuda_prof *prof, lilac_error *e);
+lilac_status cuda_capture_step(lilac_backend *b, lilac_state *s, int n_stop, lilac_error *e);
+lilac_status cuda_forward(lilac_backend *b, lilac_state *s, const int32_t *ids, int n, const lilac_forward_out *out,
+                          lilac_error *e);
+lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_params *p, const float *logits_in,
+                           lilac_token_cb cb, void *ctx, int32_t *out, int *n_gen, int *n_fed, lilac_finish *why,
+                           float *logits_out, lilac_error *e);
+int cuda_slot(const lilac_config *c, int layer);
+/* cuda_bench.c */
+lilac_status cuda_state_fill_random(lilac_backend *b, lilac_state *s, int n, uint64_t seed, lilac_error *e);
+lilac_status cuda_profile(lilac_backend *b, lilac_state *s, lilac_profile *p, lilac_error *e);
+
+#endif

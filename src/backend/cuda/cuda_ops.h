@@ -1,0 +1,171 @@
+/* cuda_ops.h — the CUDA kernels' launch functions (extern "C"), shared by the
+ * host code of the CUDA backend (C) and the kernel files (.cu).
+ *
+ * Conventions:
+ *   - every launcher takes the stream last and returns cudaError_t from the
+ *     launch (cudaGetLastError), so host code can chain `if (!err) err = ...`;
+ *   - weights are MLX affine quantised matrices (4 or 8 bits, group 64)
+ *     described by lc_qmat (device pointers);
+ *   - activations are fp32, row-major [T, width]; the KV cache is bf16;
+ *   - kernels that run inside the decode graph read the position and the
+ *     stop flag from the state's lc_ctrl block in device memory, so one
+ *     captured graph serves every step. */
+#ifndef LILAC_CUDA_OPS_H
+#define LILAC_CUDA_OPS_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LC_GROUP 64 /* quantisation group (inputs per scale/bias) */
+
+/* n_mat stacked matrices of [rows, cols] (n_mat = 1 for plain linears). */
+typedef struct {
+    const uint32_t *w; /* [n_mat][rows][cols * bits / 32] codes, lowest bits = first input */
+    const uint16_t *s; /* [n_mat][rows][cols / 64] bf16 scales */
+    const uint16_t *b; /* [n_mat][rows][cols / 64] bf16 biases */
+    int rows, cols, bits, n_mat;
+} lc_qmat;
+
+/* Per-state control block in device memory (one per session state). */
+typedef struct {
+    int pos;      /* tokens the state has seen = position of the next token fed */
+    int step;     /* tokens generated on the device in the current loop */
+    int stop;     /* set when a stop id was generated: later graph replays do nothing */
+    int token;    /* the next token to feed (written by argmax / sampling) */
+    int max_steps;/* capacity of the output ring */
+    int pad[3];
+} lc_ctrl;
+
+/* ---- embedding, norms, elementwise ---------------------------------------- */
+/* h[t] = dequantised row ids[t] of E  (ids from device memory; T rows) */
+cudaError_t lc_embed(const lc_qmat *E, const int32_t *ids, int T, float *h, const lc_ctrl *ctrl, cudaStream_t st);
+/* y[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * w   (w holds 1 + weight) */
+cudaError_t lc_rmsnorm(const float *x, const float *w, float *y, int T, int D, float eps, const lc_ctrl *ctrl,
+                       cudaStream_t st);
+
+/* ---- projections ------------------------------------------------------------ */
+/* Batch-1 GEMV: y[r] = (residual ? residual[r] : 0) + sum_c W[r, c] x[c] for
+ * matrix `mat` of W; rows [0, W->rows).  Supported (bits, cols) are listed by
+ * lc_gemv_supported(). */
+int lc_gemv_supported(int bits, int cols);
+cudaError_t lc_gemv(const lc_qmat *W, int mat, const float *x, float *y, const float *residual, const lc_ctrl *ctrl,
+                    cudaStream_t st);
+/* The same on RMSNorm(h) * norm_w, normalised inside the kernel (no separate
+ * norm launch); block 0 also writes the normalised vector to xn_out if set. */
+cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *y, float *xn_out,
+                        const lc_ctrl *ctrl, cudaStream_t st);
+/* Tiled GEMM for T tokens: Y[t, r] (+)= sum_c X[t, c] W[r, c]; ldx/ldy are row
+ * strides; accumulate adds into Y. */
+cudaError_t lc_gemm(const lc_qmat *W, int mat, const float *X, int ldx, int T, float *Y, int ldy, int accumulate,
+                    cudaStream_t st);
+
+/* ---- Gated DeltaNet ----------------------------------------------------------- */
+typedef struct {
+    int Hk, Hv, dk, dv, K;   /* key heads, value heads, head dims, conv taps */
+    float eps;               /* rms_norm_eps of the gated norm */
+    const float *conv_w;     /* [C, K] */
+    const float *A_log;      /* [Hv] */
+    const float *dt_bias;    /* [Hv] */
+    const float *norm_w;     /* [dv] */
+} lc_gdn_params;
+/* In-place on proj [T, ldp] (= q | k | v | z | b | a): causal conv + SiLU of
+ * q|k|v with conv_state [K-1, C], l2-norm of q and k heads (q also scaled
+ * by 1/sqrt(dk)), b -> beta, a -> g = -exp(A_log) softplus(a + dt_bias). */
+cudaError_t lc_gdn_conv(const lc_gdn_params *p, float *proj, int ldp, int T, float *conv_state, const lc_ctrl *ctrl,
+                        cudaStream_t st);
+/* The delta-rule recurrence over T tokens with state [Hv, dk, dv] (fp32), then
+ * the gated RMSNorm; writes out [T, Hv*dv]. */
+cudaError_t lc_gdn_scan(const lc_gdn_params *p, const float *proj, int ldp, int T, float *state, float *out,
+                        const lc_ctrl *ctrl, cudaStream_t st);
+
+/* ---- gated attention ------------------------------------------------------------ */
+typedef struct {
+    int H, Hkv, hd, rd;      /* query heads, kv heads, head dim, rotary dim */
+    float eps;
+    const float *q_norm, *k_norm; /* [hd], 1 + w */
+    const float *rope_inv;   /* [rd/2] inverse frequencies */
+    int cap;                 /* KV capacity (positions) */
+} lc_attn_params;
+/* proj [T, ldp] = q|gate per head (H*2*hd) | k (Hkv*hd) | v (Hkv*hd): norms q
+ * and k, applies RoPE at positions ctrl->pos + t, writes q to qbuf [T, H, hd]
+ * and k, v to the caches [cap, Hkv, hd] (bf16). */
+cudaError_t lc_attn_prep(const lc_attn_params *p, const float *proj, int ldp, int T, float *qbuf, uint16_t *kc,
+                         uint16_t *vc, const lc_ctrl *ctrl, cudaStream_t st);
+/* Causal attention of T queries (positions ctrl->pos + t) over the cache,
+ * split into nsplit key ranges per (token, kv head); partials go to part
+ * ([T, Hkv, nsplit, r, hd + 2]) and lc_attn_combine merges them, applies the
+ * sigmoid gate from proj and writes out [T, H*hd]. */
+cudaError_t lc_attn(const lc_attn_params *p, const float *qbuf, const uint16_t *kc, const uint16_t *vc, int T,
+                    int nsplit, float *part, const lc_ctrl *ctrl, cudaStream_t st);
+cudaError_t lc_attn_combine(const lc_attn_params *p, const float *part, int T, int nsplit, const float *proj, int ldp,
+                            float *out, const lc_ctrl *ctrl, cudaStream_t st);
+
+/* ---- MoE ------------------------------------------------------------------------ */
+/* logits [T, E+1] (router | shared gate) -> top-K ids and renormalised
+ * weights [T, K], and sgate[t] = sigmoid(shared gate logit). */
+cudaError_t lc_moe_topk(const float *logits, int T, int E, int K, int32_t *ids, float *w, float *sgate,
+                        const lc_ctrl *ctrl, cudaStream_t st);
+/* Decode (T = 1), one launch: xn = RMSNorm(h) * norm_w; logits [E+1] =
+ * R . xn (router rows, then the shared-expert gate row); then, in the last
+ * block, top-K ids/weights and sgate as lc_moe_topk.  done: a zeroed counter. */
+cudaError_t lc_moe_router(const lc_qmat *R, const float *h, const float *norm_w, float eps, float *xn, float *logits,
+                          int K, int32_t *ids, float *w, float *sgate, unsigned *done, const lc_ctrl *ctrl,
+                          cudaStream_t st);
+/* Decode (T = 1): act[j, i] = silu(gate_e . x) * (up_e . x) for the K routed
+ * experts (e = ids[j]) and, at j = K, the shared expert (sh_gate, sh_up). */
+cudaError_t lc_moe_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
+                           const int32_t *ids, int K, const float *x, float *act, const lc_ctrl *ctrl, cudaStream_t st);
+/* Decode: h[d] += sum_j w[j] down_{ids[j]}[d] . act[j] + sgate * sh_down[d] . act[K] */
+cudaError_t lc_moe_down(const lc_qmat *down, const lc_qmat *sh_down, const int32_t *ids, const float *w,
+                        const float *sgate, int K, const float *act, float *h, const lc_ctrl *ctrl, cudaStream_t st);
+/* Prefill: groups the T*K (token, expert) slots by expert. */
+typedef struct {
+    int32_t *count;    /* [E] */
+    int32_t *offset;   /* [E + 1] */
+    int32_t *cursor;   /* [E] */
+    int32_t *slot_tok; /* [T*K] token of sorted slot p */
+    int32_t *slot_of;  /* [T*K] sorted slot of (t, k) */
+    int32_t *tiles;    /* [T*K/16 + E] packed (expert, first slot) work items */
+    int32_t *ntiles;   /* [1] */
+} lc_moe_sort;
+cudaError_t lc_moe_sort_slots(const int32_t *ids, int T, int E, int K, const lc_moe_sort *s, cudaStream_t st);
+/* act[p, i] = silu(gate . x[tok(p)]) * (up . x[tok(p)]) for every sorted slot p */
+cudaError_t lc_moe_grouped_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_moe_sort *s, int T, int K,
+                                   const float *x, float *act, cudaStream_t st);
+/* eo[p, d] = down_{e(p)}[d] . act[p] */
+cudaError_t lc_moe_grouped_down(const lc_qmat *down, const lc_moe_sort *s, int T, int K, const float *act, float *eo,
+                                cudaStream_t st);
+/* h[t] += sum_k w[t,k] eo[slot_of(t,k)] + sgate[t] * shared[t] */
+cudaError_t lc_moe_combine(const float *eo, const lc_moe_sort *s, const float *w, const float *sgate, const float *shared,
+                           int T, int K, int D, float *h, cudaStream_t st);
+/* y[t, i] = silu(gu[t, i]) * gu[t, I + i]   (shared expert, prefill) */
+cudaError_t lc_swiglu(const float *gu, int T, int I, float *y, cudaStream_t st);
+
+/* ---- sampling -------------------------------------------------------------------- */
+/* Greedy: argmax of logits [V] (ties to the lowest id) -> ctrl->token and
+ * out[ctrl->step]; marks ctrl->stop when the id is in stop_ids; then
+ * advances ctrl->step and, when advance_pos, ctrl->pos. partial: [2 * 1024]. */
+cudaError_t lc_argmax(const float *logits, int V, float *partial, unsigned *done, int32_t *out, const int32_t *stop_ids,
+                      int n_stop, int advance_pos, lc_ctrl *ctrl, cudaStream_t st);
+
+/* Control block updates, in stream order: pos += n (after a prefill chunk);
+ * begin a device generation (step = 0, stop = 0, ring capacity); end it
+ * (stop = 0, so later forward passes run). */
+cudaError_t lc_ctrl_advance(lc_ctrl *ctrl, int n, cudaStream_t st);
+cudaError_t lc_ctrl_begin(lc_ctrl *ctrl, int max_steps, cudaStream_t st);
+cudaError_t lc_ctrl_end(lc_ctrl *ctrl, cudaStream_t st);
+
+/* Random fill for synthetic weights and tests: n 32-bit words / bf16 values. */
+cudaError_t lc_fill_u32(uint32_t *p, size_t n, uint64_t seed, cudaStream_t st);
+cudaError_t lc_fill_bf16(uint16_t *p, size_t n, uint64_t seed, float lo, float hi, cudaStream_t st);
+cudaError_t lc_fill_f32(float *p, size_t n, uint64_t seed, float lo, float hi, cudaStream_t st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,277 @@
+/* moe.cu — the sparse MoE block at batch 1 (spec §7): routing on the GPU
+ * (softmax over all experts, top-K with ties to the lowest id, renormalised),
+ * the routed experts' and the shared expert's gate/up with SwiGLU in one
+ * kernel, and their down projections with the routing weights, the sigmoid
+ * gate of the shared expert and the residual add in another.  Expert ids
+ * never leave the GPU. */
+#include <math.h>
+
+#include "backend/cuda/qdot.cuh"
+
+namespace {
+
+constexpr int WARPS = 8;
+
+/* Softmax over the E router logits of one token, top K (ties to the lowest
+ * id), renormalised; sgate = sigmoid of logit E (the shared expert's gate).
+ * Called by a whole block of at most 1024 threads; logits are read through
+ * L2 (__ldcg) because other blocks of the same launch may have written them. */
+__device__ void topk_rows(const float *lg, int E, int K, int32_t *__restrict__ ids, float *__restrict__ w,
+                          float *__restrict__ sgate) {
+    __shared__ float p[1024];
+    __shared__ float bv[32];
+    __shared__ int bi[32];
+    __shared__ float scratch[32];
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, nw = blockDim.x >> 5;
+    float mx = -INFINITY;
+    for (int e = tid; e < E; e += blockDim.x) mx = fmaxf(mx, __ldcg(lg + e));
+    mx = warp_max(mx);
+    if (lane == 0) scratch[wid] = mx;
+    __syncthreads();
+    mx = -INFINITY;
+    for (int i = 0; i < nw; i++) mx = fmaxf(mx, scratch[i]);
+    __syncthreads();
+    float sum = 0.0f;
+    for (int e = tid; e < E; e += blockDim.x) sum += (p[e] = expf(__ldcg(lg + e) - mx));
+    sum = block_sum(sum, scratch);
+    float wsum = 0.0f;
+    for (int k = 0; k < K; k++) {
+        /* block argmax over the remaining experts, ties to the lowest id */
+        float v = -1.0f;
+        int idx = 0x7fffffff;
+        for (int e = tid; e < E; e += blockDim.x)
+            if (p[e] > v || (p[e] == v && e < idx)) v = p[e], idx = e;
+        for (int o = 16; o > 0; o >>= 1) {
+            float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+            int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
+            if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
+        }
+        if (lane == 0) bv[wid] = v, bi[wid] = idx;
+        __syncthreads();
+        v = bv[0], idx = bi[0];
+        for (int i = 1; i < nw; i++)
+            if (bv[i] > v || (bv[i] == v && bi[i] < idx)) v = bv[i], idx = bi[i];
+        if (tid == 0) {
+            ids[k] = idx;
+            w[k] = v / sum;
+            p[idx] = -2.0f; /* taken */
+        }
+        wsum += v / sum;
+        __syncthreads();
+    }
+    if (tid < K) w[tid] /= wsum;
+    if (tid == 0) sgate[0] = sigmoid_f(__ldcg(lg + E));
+}
+
+/* Block per token (prefill). */
+__global__ void topk_kernel(const float *__restrict__ logits, int E, int K, int32_t *__restrict__ ids,
+                            float *__restrict__ w, float *__restrict__ sgate, const lc_ctrl *ctrl) {
+    if (LC_STOPPED(ctrl)) return;
+    const int t = blockIdx.x;
+    topk_rows(logits + (size_t)t * (E + 1), E, K, ids + (size_t)t * K, w + (size_t)t * K, sgate + t);
+}
+
+/* Decode: post-attention RMSNorm, router|shared-gate GEMV (rows E+1), and —
+ * in the last block to finish — the top-K routing, in one launch.  Block 0
+ * writes the normalised input for the expert kernels. */
+template <int BITS, int CPL, int LPR>
+__global__ void __launch_bounds__(WARPS * 32) router_kernel(lc_qmat R, const float *__restrict__ h,
+                                                            const float *__restrict__ norm_w, float eps,
+                                                            float *__restrict__ xn, float *__restrict__ logits, int K,
+                                                            int32_t *__restrict__ ids, float *__restrict__ w,
+                                                            float *__restrict__ sgate, unsigned *done, const lc_ctrl *ctrl) {
+    if (LC_STOPPED(ctrl)) return;
+    using Q = qdot<BITS, CPL, LPR>;
+    constexpr int RPW = 32 / LPR;
+    __shared__ float scratch[32];
+    __shared__ bool last;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR;
+    Q q;
+    q.load_x_norm(h, norm_w, block_rms(h, norm_w, Q::COLS, eps, xn, scratch), sub);
+    const int r = (blockIdx.x * WARPS + warp) * RPW + lane / LPR;
+    float acc = r < R.rows ? q.row(R, 0, r, sub) : 0.0f;
+    acc = Q::reduce(acc);
+    if (r < R.rows && sub == 0) logits[r] = acc;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    topk_rows(logits, R.rows - 1, K, ids, w, sgate);
+    if (threadIdx.x == 0) *done = 0;
+}
+
+/* grid (ceil(I / rows_per_block), K + 1): slot j < K is routed expert
+ * ids[j], slot K the shared expert; act[j, r] = silu(g . x) * (u . x).  A
+ * warp issues the loads of GU rows of both matrices before computing. */
+constexpr int GU = 2;
+template <int BITS, int CPL, int LPR>
+__global__ void __launch_bounds__(WARPS * 32) gate_up_kernel(lc_qmat gate, lc_qmat up, lc_qmat sgate_m, lc_qmat sup_m,
+                                                             const int32_t *__restrict__ ids, int K,
+                                                             const float *__restrict__ x, float *__restrict__ act,
+                                                             int rows_per_block, const lc_ctrl *ctrl) {
+    if (LC_STOPPED(ctrl)) return;
+    using Q = qdot<BITS, CPL, LPR>;
+    constexpr int RPW = 32 / LPR;
+    const int j = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR;
+    const bool shared_slot = j == K;
+    const lc_qmat G = shared_slot ? sgate_m : gate, U = shared_slot ? sup_m : up; /* by value: no local copies */
+    const int e = shared_slot ? 0 : ids[j], I = G.rows;
+    Q q;
+    q.load_x(x, sub);
+    const int r0 = blockIdx.x * rows_per_block;
+    for (int g = warp * GU; g * RPW < rows_per_block; g += WARPS * GU) {
+        typename Q::chunk cg[GU], cu[GU];
+        int r[GU];
+        bool ok[GU];
+#pragma unroll
+        for (int u = 0; u < GU; u++) {
+            r[u] = r0 + (g + u) * RPW + lane / LPR;
+            ok[u] = r[u] < I && (g + u) * RPW + lane / LPR < rows_per_block;
+            if (ok[u]) Q::fetch(G, e, r[u], sub, cg[u]), Q::fetch(U, e, r[u], sub, cu[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < GU; u++) {
+            float a = ok[u] ? q.dot(cg[u]) : 0.0f, b = ok[u] ? q.dot(cu[u]) : 0.0f;
+            a = Q::reduce(a);
+            b = Q::reduce(b);
+            if (ok[u] && sub == 0) act[(size_t)j * I + r[u]] = silu_f(a) * b;
+        }
+    }
+}
+
+/* Rows d: h[d] += sum_j w[j] down_{ids[j]}[d] . act[j] + sgate * shdown[d] . act[K].
+ * The K+1 activation vectors sit in shared memory, swizzled so that the
+ * lanes of a row reading the same float4 of their chunks hit distinct banks;
+ * a lane issues the loads of all K+1 experts' codes before any arithmetic. */
+constexpr int DOWN_WARPS = 4, KMAX = 8;
+template <int BITS, int CPL, int LPR>
+__global__ void __launch_bounds__(DOWN_WARPS * 32) down_kernel(lc_qmat down, lc_qmat sdown, const int32_t *__restrict__ ids,
+                                                               const float *__restrict__ wts, const float *__restrict__ sgate,
+                                                               const float *__restrict__ act, float *__restrict__ h,
+                                                               const lc_ctrl *ctrl) {
+    if (LC_STOPPED(ctrl)) return;
+    using Q = qdot<BITS, CPL, LPR>;
+    constexpr int RPW = 32 / LPR, EPC = Q::EPC, F4 = EPC / 4, NCH = CPL * LPR, J = KMAX + 1;
+    __shared__ float4 xs4[J * NCH * F4]; /* [j][q][chunk] */
+    __shared__ float csum[J * NCH];      /* [j][chunk] */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, sub = lane % LPR;
+    for (int g = tid; g < J * NCH * F4; g += blockDim.x) {
+        const int j = g / (NCH * F4), rem = g % (NCH * F4), c = rem / F4, qq = rem % F4;
+        xs4[j * NCH * F4 + qq * NCH + c] = reinterpret_cast<const float4 *>(act)[g];
+    }
+    __syncthreads();
+    for (int g = tid; g < J * NCH; g += blockDim.x) {
+        const int j = g / NCH, c = g % NCH;
+        float sum = 0.0f;
+        for (int qq = 0; qq < F4; qq++) {
+            const float4 v = xs4[j * NCH * F4 + qq * NCH + c];
+            sum += (v.x + v.y) + (v.z + v.w);
+        }
+        csum[g] = sum;
+    }
+    __syncthreads();
+    const int r = (blockIdx.x * DOWN_WARPS + warp) * RPW + lane / LPR;
+    const bool ok = r < down.rows;
+    typename Q::chunk ch[J];
+#pragma unroll
+    for (int j = 0; j < J; j++)
+        if (ok) Q::fetch(j == KMAX ? sdown : down, j == KMAX ? 0 : ids[j], r, sub, ch[j]);
+    float total = 0.0f;
+#pragma unroll
+    for (int j = 0; j < J; j++) {
+        float acc = 0.0f;
+        if (ok) {
+#pragma unroll
+            for (int jj = 0; jj < CPL; jj++) {
+                const int c = sub + LPR * jj;
+                const uint32_t words[4] = {ch[j].q[jj].x, ch[j].q[jj].y, ch[j].q[jj].z, ch[j].q[jj].w};
+                float d = 0.0f;
+#pragma unroll
+                for (int qq = 0; qq < F4; qq++) {
+                    const float4 v = xs4[j * NCH * F4 + qq * NCH + c];
+                    const float xv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int el = qq * 4 + i; /* element within the chunk */
+                        const uint32_t code = (words[el / (32 / BITS)] >> (BITS * (el % (32 / BITS)))) & ((1u << BITS) - 1);
+                        d = fmaf((float)code, xv[i], d);
+                    }
+                }
+                acc = fmaf(bf16_to_f32(ch[j].s[jj]), d, fmaf(bf16_to_f32(ch[j].b[jj]), csum[j * NCH + c], acc));
+            }
+        }
+        acc = Q::reduce(acc);
+        total = fmaf(j == KMAX ? sgate[0] : wts[j], acc, total);
+    }
+    if (ok && sub == 0) h[r] += total;
+}
+
+template <int BITS, int CPL, int LPR>
+cudaError_t launch_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sg, const lc_qmat *su, const int32_t *ids,
+                           int K, const float *x, float *act, const lc_ctrl *ctrl, cudaStream_t st) {
+    constexpr int RPW = 32 / LPR;
+    const int rpb = WARPS * RPW * GU;
+    dim3 grid((gate->rows + rpb - 1) / rpb, K + 1);
+    gate_up_kernel<BITS, CPL, LPR><<<grid, WARPS * 32, 0, st>>>(*gate, *up, *sg, *su, ids, K, x, act, rpb, ctrl);
+    return cudaGetLastError();
+}
+
+template <int BITS, int CPL, int LPR>
+cudaError_t launch_down(const lc_qmat *down, const lc_qmat *sdown, const int32_t *ids, const float *w, const float *sgate,
+                        int K, const float *act, float *h, const lc_ctrl *ctrl, cudaStream_t st) {
+    constexpr int RPW = 32 / LPR;
+    if constexpr (qdot<BITS, CPL, LPR>::COLS > 1024) { /* the activations must fit in static shared memory */
+        return cudaErrorInvalidValue;
+    } else {
+        if (K != KMAX) return cudaErrorInvalidValue;
+        const int grid = (down->rows + DOWN_WARPS * RPW - 1) / (DOWN_WARPS * RPW);
+        down_kernel<BITS, CPL, LPR><<<grid, DOWN_WARPS * 32, 0, st>>>(*down, *sdown, ids, w, sgate, act, h, ctrl);
+        return cudaGetLastError();
+    }
+}
+
+template <int BITS, int CPL, int LPR>
+cudaError_t launch_router(const lc_qmat *R, const float *h, const float *norm_w, float eps, float *xn, float *logits, int K,
+                          int32_t *ids, float *w, float *sgate, unsigned *done, const lc_ctrl *ctrl, cudaStream_t st) {
+    constexpr int RPW = 32 / LPR;
+    const int grid = (R->rows + WARPS * RPW - 1) / (WARPS * RPW);
+    router_kernel<BITS, CPL, LPR><<<grid, WARPS * 32, 0, st>>>(*R, h, norm_w, eps, xn, logits, K, ids, w, sgate, done, ctrl);
+    return cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" cudaError_t lc_moe_router(const lc_qmat *R, const float *h, const float *norm_w, float eps, float *xn,
+                                     float *logits, int K, int32_t *ids, float *w, float *sgate, unsigned *done,
+                                     const lc_ctrl *ctrl, cudaStream_t st) {
+    if (R->rows - 1 > 1024 || K > 32) return cudaErrorInvalidValue;
+#define CALL_(B, C, L) return launch_router<B, C, L>(R, h, norm_w, eps, xn, logits, K, ids, w, sgate, done, ctrl, st);
+    LC_QDOT_DISPATCH(R->bits, R->cols, CALL_);
+#undef CALL_
+}
+
+extern "C" cudaError_t lc_moe_topk(const float *logits, int T, int E, int K, int32_t *ids, float *w, float *sgate,
+                                   const lc_ctrl *ctrl, cudaStream_t st) {
+    if (E > 1024 || K > E || K > 32) return cudaErrorInvalidValue;
+    topk_kernel<<<T, 256, 0, st>>>(logits, E, K, ids, w, sgate, ctrl);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t lc_moe_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
+                                      const int32_t *ids, int K, const float *x, float *act, const lc_ctrl *ctrl,
+                                      cudaStream_t st) {
+    if (sh_gate->rows != gate->rows) return cudaErrorInvalidValue; /* act rows share one stride */
+#define CALL_(B, C, L) return launch_gate_up<B, C, L>(gate, up, sh_gate, sh_up, ids, K, x, act, ctrl, st);
+    LC_QDOT_DISPATCH(gate->bits, gate->cols, CALL_);
+#undef CALL_
+}
+
+extern "C" cudaError_t lc_moe_down(const lc_qmat *down, const lc_qmat *sh_down, const int32_t *ids, const float *w,
+                                   const float *sgate, int K, const float *act, float *h, const lc_ctrl *ctrl,
+                                   cudaStream_t st) {
+#define CALL_(B, C, L) return launch_down<B, C, L>(down, sh_down, ids, w, sgate, K, act, h, ctrl, st);
+    LC_QDOT_DISPATCH(down->bits, down->cols, CALL_);
+#undef CALL_
+}

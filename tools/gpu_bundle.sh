@@ -1,0 +1,16 @@
+#!/bin/sh
+# gpu_bundle.sh — builds lilac here for the GPU machine (which has the CUDA
+# toolkit but none of our Debian libraries) and gathers what the run needs in
+# .gpubundle/: the binary, the GPU test binaries, and the shared libraries
+# the binary links that a bare CUDA image may lack.  Carry .gpubundle and run
+# with LD_LIBRARY_PATH=.gpubundle/lib.
+set -e
+make -j2 BUILD=build/gpu STATIC_DEPS=1 build/gpu/lilac $(ls tests/unit/test_gpu_*.c | sed "s|tests/unit/\(.*\)\.c|build/gpu/tests/\1|") >/dev/null
+rm -rf .gpubundle
+mkdir -p .gpubundle/lib .gpubundle/tests
+cp build/gpu/lilac .gpubundle/
+for t in build/gpu/tests/test_gpu_*; do case "$t" in *.d) ;; *) cp "$t" .gpubundle/tests/ ;; esac; done
+ldd build/gpu/lilac | awk '/=> \// {print $3}' | grep -v -E 'libc\.so|libm\.so|libstdc\+\+|libgcc_s|ld-linux' |
+    while read -r lib; do cp -L "$lib" .gpubundle/lib/; done
+strip --strip-debug .gpubundle/lilac .gpubundle/tests/* 2>/dev/null || true
+du -sh .gpubundle

@@ -1,0 +1,29 @@
+#!/bin/sh
+# gpu_check.sh — the GPU session's checks, run on the GPU machine from the
+# repository root with .gpubundle carried (see gpu_bundle.sh).  Writes logs
+# and benchmark JSON under $OUT.  Steps are chosen by arguments:
+#   env tiny memcheck bench4k bench128k real   (default: all, in that order)
+B=.gpubundle
+export LD_LIBRARY_PATH=$PWD/$B/lib:$LD_LIBRARY_PATH
+OUT=${OUT:-/tmp/lilac-out}
+mkdir -p "$OUT"
+steps=${*:-env tiny memcheck bench4k bench128k real}
+for s in $steps; do
+    echo "=== $s"
+    case $s in
+    env)
+        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/env.txt"
+        $B/lilac --version | tee -a "$OUT/env.txt" ;;
+    tiny)
+        $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate test_gpu_chunks test_gpu_snapshot 2>&1 | tee "$OUT/test_tiny.log" ;;
+    memcheck)
+        compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_snapshot \
+            > "$OUT/memcheck.log" 2>&1; echo "memcheck rc=$?"; tail -n 12 "$OUT/memcheck.log" ;;
+    bench4k)
+        $B/lilac bench --synthetic --ctx 4096 -n 256 --json "$OUT/bench_4k.json" 2>&1 | tee "$OUT/bench_4k.txt" ;;
+    bench128k)
+        $B/lilac bench --synthetic --ctx 131072 -n 128 --json "$OUT/bench_128k.json" 2>&1 | tee "$OUT/bench_128k.txt" ;;
+    real)
+        $B/tests/test_gpu_backend test_gpu_vs_cpu_real_width 2>&1 | tee "$OUT/test_real.log" ;;
+    esac
+done
