@@ -15,6 +15,8 @@ BUILD ?= build/release
 SAN   ?= 0
 CUDA  ?= auto
 CUDA_HOME ?= /usr/local/cuda
+# Hopper first (wgmma/TMA-capable sm_90a); sm_80 machine code for other GPUs of compute 8.x.
+CUDA_ARCH ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80
 NVCC  ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
 ifeq ($(CUDA),auto)
   CUDA := $(if $(NVCC),1,0)
@@ -55,8 +57,7 @@ ifeq ($(CUDA),1)
   CFLAGS    += -DLILAC_CUDA=1 -I$(CUDA_HOME)/include
   NVCCFLAGS := -O3 -std=c++17 -Iinclude -Isrc -DLILAC_CUDA=1 -lineinfo \
                -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -MMD -MP \
-               -gencode arch=compute_90a,code=sm_90a \
-               -gencode arch=compute_80,code=sm_80 $(EXTRA_NVCCFLAGS)
+               $(CUDA_ARCH) $(EXTRA_NVCCFLAGS)
   LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 endif
 

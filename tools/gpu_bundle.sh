@@ -5,7 +5,7 @@
 # the binary links that a bare CUDA image may lack.  Carry .gpubundle and run
 # with LD_LIBRARY_PATH=.gpubundle/lib.
 set -e
-make -j2 BUILD=build/gpu STATIC_DEPS=1 build/gpu/lilac $(ls tests/unit/test_gpu_*.c | sed "s|tests/unit/\(.*\)\.c|build/gpu/tests/\1|") >/dev/null
+make -j2 BUILD=build/gpu STATIC_DEPS=1 CUDA_ARCH='-gencode arch=compute_90a,code=sm_90a' build/gpu/lilac $(ls tests/unit/test_gpu_*.c | sed "s|tests/unit/\(.*\)\.c|build/gpu/tests/\1|") >/dev/null
 rm -rf .gpubundle
 mkdir -p .gpubundle/lib .gpubundle/tests
 cp build/gpu/lilac .gpubundle/

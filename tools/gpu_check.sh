@@ -2,7 +2,7 @@
 # gpu_check.sh — the GPU session's checks, run on the GPU machine from the
 # repository root with .gpubundle carried (see gpu_bundle.sh).  Writes logs
 # and benchmark JSON under $OUT.  Steps are chosen by arguments:
-#   env tiny memcheck bench4k bench128k real   (default: all, in that order)
+#   env tiny memcheck bench4k bench128k ncu real   (default: all but ncu, in that order)
 B=.gpubundle
 export LD_LIBRARY_PATH=$PWD/$B/lib:$LD_LIBRARY_PATH
 OUT=${OUT:-/tmp/lilac-out}
@@ -23,6 +23,12 @@ for s in $steps; do
         $B/lilac bench --synthetic --ctx 4096 -n 256 --json "$OUT/bench_4k.json" 2>&1 | tee "$OUT/bench_4k.txt" ;;
     bench128k)
         $B/lilac bench --synthetic --ctx 131072 -n 128 --json "$OUT/bench_128k.json" 2>&1 | tee "$OUT/bench_128k.txt" ;;
+    ncu)
+        # per-kernel times of decode-graph kernels (after the synthetic fills and the first forward)
+        ncu --clock-control none --graph-profiling node --launch-skip ${NCU_SKIP:-1700} --launch-count ${NCU_COUNT:-60} --csv \
+            --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,launch__registers_per_thread,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active \
+            $B/lilac bench --synthetic --ctx 4096 -n 8 --warmup 0 --no-profile > "$OUT/ncu.csv" 2>&1
+        echo "ncu rc=$?"; grep -c '"' "$OUT/ncu.csv" ;;
     real)
         $B/tests/test_gpu_backend test_gpu_vs_cpu_real_width 2>&1 | tee "$OUT/test_real.log" ;;
     esac

@@ -17,6 +17,8 @@ constexpr int KT = 64; /* keys per tile */
 /* grid (T, H + Hkv), block hd threads */
 __global__ void prep_kernel(lc_attn_params p, const float *__restrict__ proj, int ldp, float *__restrict__ qbuf,
                             uint16_t *__restrict__ kc, uint16_t *__restrict__ vc, const lc_ctrl *ctrl) {
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
     extern __shared__ float xs[];
     __shared__ float scratch[32];
@@ -45,20 +47,64 @@ __global__ void prep_kernel(lc_attn_params p, const float *__restrict__ proj, in
     }
 }
 
+/* PL consecutive bf16 values as floats, with 16-byte loads when PL allows. */
+template <int PL>
+__device__ __forceinline__ void load_bf16(const uint16_t *__restrict__ p, float (&out)[PL]) {
+    if constexpr (PL % 8 == 0) {
+#pragma unroll
+        for (int j = 0; j < PL; j += 8) {
+            const uint4 v = *reinterpret_cast<const uint4 *>(p + j);
+            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) out[j + 2 * i] = __uint_as_float(w[i] << 16), out[j + 2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < PL; j++) out[j] = bf16_to_f32(p[j]);
+    }
+}
+
+/* Sum over the warp of v[0..8) (one partial per query head) in 9 shuffles
+ * instead of 40: halves of the vector are exchanged at each step, so lane l
+ * ends holding the total of head ((l >> 4) & 1) * 4 + ((l >> 3) & 1) * 2 + ((l >> 2) & 1). */
+__device__ __forceinline__ float reduce8(const float v[R], int lane) {
+    float w4[4], w2[2];
+    const bool b16 = lane & 16, b8 = lane & 8, b4 = lane & 4;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float send = b16 ? v[i] : v[i + 4];
+        w4[i] = (b16 ? v[i + 4] : v[i]) + __shfl_xor_sync(0xffffffffu, send, 16);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const float send = b8 ? w4[i] : w4[i + 2];
+        w2[i] = (b8 ? w4[i + 2] : w4[i]) + __shfl_xor_sync(0xffffffffu, send, 8);
+    }
+    const float send = b4 ? w2[0] : w2[1];
+    float z = (b4 ? w2[1] : w2[0]) + __shfl_xor_sync(0xffffffffu, send, 4);
+    z += __shfl_xor_sync(0xffffffffu, z, 2);
+    z += __shfl_xor_sync(0xffffffffu, z, 1);
+    return z;
+}
+
 /* grid (T, Hkv, nsplit), block R warps.  Partial for (t, g, split, head i):
- * [hd] unnormalised output, then the running max and sum. */
+ * [hd] unnormalised output, then the running max and sum.  Loads are issued
+ * KG keys at a time so several K/V rows are in flight per warp. */
 template <int HD>
 __global__ void __launch_bounds__(R * 32) attn_kernel(lc_attn_params p, const float *__restrict__ qbuf,
                                                       const uint16_t *__restrict__ kc, const uint16_t *__restrict__ vc,
                                                       int nsplit, float *__restrict__ part, const lc_ctrl *ctrl) {
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
-    constexpr int PL = HD / 32; /* dims per lane */
+    constexpr int PL = HD / 32, KG = 4; /* dims per lane, keys per load group */
     __shared__ float qs[R][HD];
     __shared__ float sc[R][KT];
     const int t = blockIdx.x, g = blockIdx.y, split = blockIdx.z, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int n = ctrl->pos + t + 1; /* keys 0..pos+t are visible */
     const int per = (n + nsplit - 1) / nsplit, k0 = split * per, k1 = min(n, k0 + per);
     const float scale = rsqrtf((float)HD);
+    const int my_head = ((lane >> 4) & 1) * 4 + ((lane >> 3) & 1) * 2 + ((lane >> 2) & 1);
     for (int i = threadIdx.x; i < R * HD; i += blockDim.x)
         qs[i / HD][i % HD] = qbuf[((size_t)t * p.H + g * R + i / HD) * HD + i % HD] * scale;
     float m = -INFINITY, l = 0.0f, acc[PL];
@@ -73,18 +119,25 @@ __global__ void __launch_bounds__(R * 32) attn_kernel(lc_attn_params p, const fl
     for (int base = k0; base < k1; base += KT) {
         const int nk = min(KT, k1 - base);
         /* scores: warp w takes keys w, w+R, ...; lanes split the head dim */
-        for (int kk = w; kk < nk; kk += R) {
-            const uint16_t *kr = kc + ((size_t)(base + kk) * p.Hkv + g) * HD + lane * PL;
-            float kf[PL];
+        for (int k = w; k < nk; k += R * KG) {
+            float kf[KG][PL];
 #pragma unroll
-            for (int j = 0; j < PL; j++) kf[j] = bf16_to_f32(kr[j]);
+            for (int u = 0; u < KG; u++) {
+                const int kk = k + u * R;
+                load_bf16<PL>(kc + ((size_t)(base + (kk < nk ? kk : k)) * p.Hkv + g) * HD + lane * PL, kf[u]);
+            }
 #pragma unroll
-            for (int i = 0; i < R; i++) {
-                float d = 0.0f;
+            for (int u = 0; u < KG; u++) {
+                const int kk = k + u * R;
+                float d[R];
 #pragma unroll
-                for (int j = 0; j < PL; j++) d = fmaf(qr[i][j], kf[j], d);
-                d = warp_sum(d);
-                if (lane == 0) sc[i][kk] = d;
+                for (int i = 0; i < R; i++) {
+                    d[i] = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < PL; j++) d[i] = fmaf(qr[i][j], kf[u][j], d[i]);
+                }
+                const float s = reduce8(d, lane);
+                if ((lane & 3) == 0 && kk < nk) sc[my_head][kk] = s;
             }
         }
         __syncthreads();
@@ -96,12 +149,20 @@ __global__ void __launch_bounds__(R * 32) attn_kernel(lc_attn_params p, const fl
         l *= corr;
 #pragma unroll
         for (int j = 0; j < PL; j++) acc[j] *= corr;
-        for (int kk = 0; kk < nk; kk++) {
-            const float pk = expf(sc[w][kk] - mnew);
-            l += pk;
-            const uint16_t *vr = vc + ((size_t)(base + kk) * p.Hkv + g) * HD + lane * PL;
+        for (int kk = 0; kk < nk; kk += KG) {
+            float vf[KG][PL], pk[KG];
 #pragma unroll
-            for (int j = 0; j < PL; j++) acc[j] = fmaf(pk, bf16_to_f32(vr[j]), acc[j]);
+            for (int u = 0; u < KG; u++) {
+                const int key = kk + u < nk ? kk + u : kk;
+                load_bf16<PL>(vc + ((size_t)(base + key) * p.Hkv + g) * HD + lane * PL, vf[u]);
+                pk[u] = kk + u < nk ? expf(sc[w][kk + u] - mnew) : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < KG; u++) {
+                l += pk[u];
+#pragma unroll
+                for (int j = 0; j < PL; j++) acc[j] = fmaf(pk[u], vf[u][j], acc[j]);
+            }
         }
         m = mnew;
         __syncthreads();
@@ -112,25 +173,54 @@ __global__ void __launch_bounds__(R * 32) attn_kernel(lc_attn_params p, const fl
     if (lane == 0) out[HD] = m, out[HD + 1] = l;
 }
 
-/* grid (T, H), block hd threads */
+/* grid (T, H), block of CG groups x hd threads: the split weights
+ * f_s = exp(m_s - M) are computed once into shared memory, then each group
+ * sums a share of the splits' partial outputs (independent loads, many in
+ * flight) and the groups' sums are added. */
+constexpr int CG = 4;
 __global__ void combine_kernel(lc_attn_params p, const float *__restrict__ part, int nsplit, const float *__restrict__ proj,
                                int ldp, float *__restrict__ out, const lc_ctrl *ctrl) {
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
-    const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x, hd = p.hd, g = h / R, i = h % R;
+    extern __shared__ float sm[]; /* f[nsplit], then partial sums [CG][hd] */
+    __shared__ float scratch[32], red[2];
+    const int t = blockIdx.x, h = blockIdx.y, hd = p.hd, g = h / R, i = h % R, tid = threadIdx.x;
     const float *base = part + (((size_t)t * p.Hkv + g) * nsplit * R + i) * (hd + 2);
     const size_t stride = (size_t)R * (hd + 2);
+    float *f = sm, *acc = sm + nsplit;
     float M = -INFINITY;
-    for (int s = 0; s < nsplit; s++) M = fmaxf(M, base[s * stride + hd]);
-    float num = 0.0f, den = 0.0f;
-    for (int s = 0; s < nsplit; s++) {
-        const float *q = base + s * stride;
-        if (q[hd] == -INFINITY) continue; /* an empty key range */
-        const float f = expf(q[hd] - M);
-        num = fmaf(f, q[d], num);
-        den = fmaf(f, q[hd + 1], den);
+    for (int s = tid; s < nsplit; s += blockDim.x) M = fmaxf(M, base[s * stride + hd]);
+    M = warp_max(M);
+    if ((tid & 31) == 0) scratch[tid >> 5] = M;
+    __syncthreads();
+    if (tid == 0) {
+        float m = -INFINITY;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, scratch[w]);
+        red[0] = m;
     }
-    const float gate = proj[(size_t)t * ldp + h * 2 * hd + hd + d];
-    out[((size_t)t * p.H + h) * hd + d] = num / den * sigmoid_f(gate);
+    __syncthreads();
+    M = red[0];
+    float den = 0.0f;
+    for (int s = tid; s < nsplit; s += blockDim.x) {
+        const float ms = base[s * stride + hd];
+        const float fs = ms == -INFINITY ? 0.0f : expf(ms - M); /* an empty key range weighs nothing */
+        f[s] = fs;
+        den += fs * base[s * stride + hd + 1];
+    }
+    den = block_sum(den, scratch);
+    const int grp = tid / hd, d = tid % hd;
+    float a = 0.0f;
+#pragma unroll 8
+    for (int s = grp; s < nsplit; s += CG) a = fmaf(f[s], base[s * stride + d], a);
+    acc[grp * hd + d] = a;
+    __syncthreads();
+    if (grp == 0) {
+        float num = acc[d];
+        for (int k = 1; k < CG; k++) num += acc[k * hd + d];
+        const float gate = proj[(size_t)t * ldp + h * 2 * hd + hd + d];
+        out[((size_t)t * p.H + h) * hd + d] = num / den * sigmoid_f(gate);
+    }
 }
 
 } // namespace
@@ -138,8 +228,8 @@ __global__ void combine_kernel(lc_attn_params p, const float *__restrict__ part,
 extern "C" cudaError_t lc_attn_prep(const lc_attn_params *p, const float *proj, int ldp, int T, float *qbuf,
                                     uint16_t *kc, uint16_t *vc, const lc_ctrl *ctrl, cudaStream_t st) {
     if (p->hd % 32 || p->hd > 1024 || p->rd > p->hd) return cudaErrorInvalidValue;
-    prep_kernel<<<dim3(T, p->H + p->Hkv), p->hd, p->hd * sizeof(float), st>>>(*p, proj, ldp, qbuf, kc, vc, ctrl);
-    return cudaGetLastError();
+    return lc_launch(prep_kernel, dim3(T, p->H + p->Hkv), dim3(p->hd), p->hd * sizeof(float), st, *p, proj, ldp, qbuf, kc,
+                     vc, ctrl);
 }
 
 extern "C" cudaError_t lc_attn(const lc_attn_params *p, const float *qbuf, const uint16_t *kc, const uint16_t *vc, int T,
@@ -147,17 +237,17 @@ extern "C" cudaError_t lc_attn(const lc_attn_params *p, const float *qbuf, const
     if (p->H != R * p->Hkv) return cudaErrorInvalidValue;
     dim3 grid(T, p->Hkv, nsplit);
     switch (p->hd) {
-    case 32: attn_kernel<32><<<grid, R * 32, 0, st>>>(*p, qbuf, kc, vc, nsplit, part, ctrl); break;
-    case 64: attn_kernel<64><<<grid, R * 32, 0, st>>>(*p, qbuf, kc, vc, nsplit, part, ctrl); break;
-    case 128: attn_kernel<128><<<grid, R * 32, 0, st>>>(*p, qbuf, kc, vc, nsplit, part, ctrl); break;
-    case 256: attn_kernel<256><<<grid, R * 32, 0, st>>>(*p, qbuf, kc, vc, nsplit, part, ctrl); break;
+    case 32: return lc_launch(attn_kernel<32>, grid, dim3(R * 32), 0, st, *p, qbuf, kc, vc, nsplit, part, ctrl);
+    case 64: return lc_launch(attn_kernel<64>, grid, dim3(R * 32), 0, st, *p, qbuf, kc, vc, nsplit, part, ctrl);
+    case 128: return lc_launch(attn_kernel<128>, grid, dim3(R * 32), 0, st, *p, qbuf, kc, vc, nsplit, part, ctrl);
+    case 256: return lc_launch(attn_kernel<256>, grid, dim3(R * 32), 0, st, *p, qbuf, kc, vc, nsplit, part, ctrl);
     default: return cudaErrorInvalidValue;
     }
-    return cudaGetLastError();
 }
 
 extern "C" cudaError_t lc_attn_combine(const lc_attn_params *p, const float *part, int T, int nsplit, const float *proj,
                                        int ldp, float *out, const lc_ctrl *ctrl, cudaStream_t st) {
-    combine_kernel<<<dim3(T, p->H), p->hd, 0, st>>>(*p, part, nsplit, proj, ldp, out, ctrl);
-    return cudaGetLastError();
+    if (p->hd * CG > 1024) return cudaErrorInvalidValue;
+    return lc_launch(combine_kernel, dim3(T, p->H), dim3(p->hd * CG), (size_t)(nsplit + CG * p->hd) * sizeof(float), st, *p,
+                     part, nsplit, proj, ldp, out, ctrl);
 }

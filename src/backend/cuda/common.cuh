@@ -7,6 +7,39 @@
 
 #include "backend/cuda/cuda_ops.h"
 
+/* Programmatic dependent launch (Hopper): a kernel launched with lc_launch()
+ * may start while its predecessor drains.  It calls lc_pdl_launch_dependents()
+ * early (letting its own successor be scheduled), may read immutable data
+ * (weights) at once, and must call lc_pdl_wait() before it reads anything the
+ * predecessor wrote or writes anything at all.  Both are no-ops without PDL. */
+__device__ __forceinline__ void lc_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void lc_pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
+/* Launches kernel with programmatic stream serialization allowed (see above). */
+template <typename... KArgs, typename... Args>
+static cudaError_t lc_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+    return err ? err : cudaGetLastError();
+}
+
 /* Kernels of the decode graph return at once after a stop id was generated,
  * so replays queued ahead of the host leave the state untouched. */
 #define LC_STOPPED(ctrl) ((ctrl) != nullptr && (ctrl)->stop)

@@ -22,7 +22,7 @@
                               __FILE__, __LINE__);                                                            \
     } while (0)
 
-#define LC_NSPLIT 64   /* key ranges per kv head in decode attention */
+#define LC_NSPLIT 128  /* key ranges per kv head in decode attention */
 #define LC_LOGIT_ROWS 64 /* rows of logits computed per lm_head GEMM in all-logits mode */
 #define LC_MAX_STOP 16
 

@@ -16,6 +16,8 @@ namespace {
 template <int K>
 __global__ void conv_kernel(lc_gdn_params p, float *__restrict__ proj, int ldp, int T, float *__restrict__ conv_state,
                             const lc_ctrl *ctrl) {
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
     __shared__ float scratch[32];
     const int kh = blockIdx.x, i = threadIdx.x, r = p.Hv / p.Hk;
@@ -62,6 +64,8 @@ __global__ void conv_kernel(lc_gdn_params p, float *__restrict__ proj, int ldp, 
 template <int DK>
 __global__ void __launch_bounds__(512) scan_kernel(lc_gdn_params p, const float *__restrict__ proj, int ldp, int T, float *__restrict__ state,
                             float *__restrict__ out, const lc_ctrl *ctrl) {
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
     constexpr int SPLIT = DK / 32, HK = 32;
     __shared__ float qs[DK], ks[DK], scratch[32];
@@ -107,9 +111,9 @@ extern "C" cudaError_t lc_gdn_conv(const lc_gdn_params *p, float *proj, int ldp,
     const int threads = ((2 * p->dk + (p->Hv / p->Hk) * p->dv + 31) / 32) * 32;
     if (threads > 1024) return cudaErrorInvalidValue;
     switch (p->K) {
-    case 2: conv_kernel<2><<<p->Hk, threads, 0, st>>>(*p, proj, ldp, T, conv_state, ctrl); break;
-    case 3: conv_kernel<3><<<p->Hk, threads, 0, st>>>(*p, proj, ldp, T, conv_state, ctrl); break;
-    case 4: conv_kernel<4><<<p->Hk, threads, 0, st>>>(*p, proj, ldp, T, conv_state, ctrl); break;
+    case 2: return lc_launch(conv_kernel<2>, dim3(p->Hk), dim3(threads), 0, st, *p, proj, ldp, T, conv_state, ctrl);
+    case 3: return lc_launch(conv_kernel<3>, dim3(p->Hk), dim3(threads), 0, st, *p, proj, ldp, T, conv_state, ctrl);
+    case 4: return lc_launch(conv_kernel<4>, dim3(p->Hk), dim3(threads), 0, st, *p, proj, ldp, T, conv_state, ctrl);
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
@@ -121,9 +125,9 @@ extern "C" cudaError_t lc_gdn_scan(const lc_gdn_params *p, const float *proj, in
     if (p->dv % 32 || p->dv * (p->dk / 32) > 1024) return cudaErrorInvalidValue;
     const int threads = p->dv * (p->dk / 32);
     switch (p->dk) {
-    case 32: scan_kernel<32><<<p->Hv, threads, 0, st>>>(*p, proj, ldp, T, state, out, ctrl); break;
-    case 64: scan_kernel<64><<<p->Hv, threads, 0, st>>>(*p, proj, ldp, T, state, out, ctrl); break;
-    case 128: scan_kernel<128><<<p->Hv, threads, 0, st>>>(*p, proj, ldp, T, state, out, ctrl); break;
+    case 32: return lc_launch(scan_kernel<32>, dim3(p->Hv), dim3(threads), 0, st, *p, proj, ldp, T, state, out, ctrl);
+    case 64: return lc_launch(scan_kernel<64>, dim3(p->Hv), dim3(threads), 0, st, *p, proj, ldp, T, state, out, ctrl);
+    case 128: return lc_launch(scan_kernel<128>, dim3(p->Hv), dim3(threads), 0, st, *p, proj, ldp, T, state, out, ctrl);
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();

@@ -63,6 +63,52 @@ __device__ void topk_rows(const float *lg, int E, int K, int32_t *__restrict__ i
     if (tid == 0) sgate[0] = sigmoid_f(__ldcg(lg + E));
 }
 
+/* The same for one warp with the E logits in registers (EPL per lane, lane
+ * l holding experts l, l+32, ...): no block barriers, so the fused router's
+ * last block finishes the routing in a few hundred cycles. */
+template <int EPL>
+__device__ void topk_warp(const float *lg, int E, int K, int32_t *__restrict__ ids, float *__restrict__ w,
+                          float *__restrict__ sgate) {
+    const int lane = threadIdx.x & 31;
+    float p[EPL];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < EPL; i++) {
+        const int e = lane + 32 * i;
+        p[i] = e < E ? __ldcg(lg + e) : -INFINITY;
+        mx = fmaxf(mx, p[i]);
+    }
+    mx = warp_max(mx);
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < EPL; i++) {
+        if (lane + 32 * i < E) sum += (p[i] = expf(p[i] - mx));
+        else p[i] = -1.0f; /* never selected */
+    }
+    sum = warp_sum(sum);
+    float wsum = 0.0f, mine = 0.0f;
+    for (int k = 0; k < K; k++) {
+        float v = -1.0f;
+        int idx = 0x7fffffff;
+#pragma unroll
+        for (int i = 0; i < EPL; i++)
+            if (p[i] > v) v = p[i], idx = lane + 32 * i; /* lowest id wins ties within a lane */
+        for (int o = 16; o > 0; o >>= 1) {
+            const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+            const int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
+            if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
+        }
+#pragma unroll
+        for (int i = 0; i < EPL; i++)
+            if (lane + 32 * i == idx) p[i] = -2.0f; /* taken */
+        wsum += v / sum;
+        if (lane == k) mine = v / sum;
+        if (lane == 0) ids[k] = idx;
+    }
+    if (lane < K) w[lane] = mine / wsum;
+    if (lane == 0) sgate[0] = sigmoid_f(__ldcg(lg + E));
+}
+
 /* Block per token (prefill). */
 __global__ void topk_kernel(const float *__restrict__ logits, int E, int K, int32_t *__restrict__ ids,
                             float *__restrict__ w, float *__restrict__ sgate, const lc_ctrl *ctrl) {
@@ -80,37 +126,48 @@ __global__ void __launch_bounds__(WARPS * 32) router_kernel(lc_qmat R, const flo
                                                             float *__restrict__ xn, float *__restrict__ logits, int K,
                                                             int32_t *__restrict__ ids, float *__restrict__ w,
                                                             float *__restrict__ sgate, unsigned *done, const lc_ctrl *ctrl) {
-    if (LC_STOPPED(ctrl)) return;
     using Q = qdot<BITS, CPL, LPR>;
     constexpr int RPW = 32 / LPR;
-    __shared__ float scratch[32];
     __shared__ bool last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR;
-    Q q;
-    q.load_x_norm(h, norm_w, block_rms(h, norm_w, Q::COLS, eps, xn, scratch), sub);
     const int r = (blockIdx.x * WARPS + warp) * RPW + lane / LPR;
-    float acc = r < R.rows ? q.row(R, 0, r, sub) : 0.0f;
+    typename Q::chunk c;
+    if (r < R.rows) Q::fetch(R, 0, r, sub, c); /* weights: before the predecessor finishes */
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
+    if (LC_STOPPED(ctrl)) return;
+    Q q;
+    q.load_x_rms(h, norm_w, eps, sub, blockIdx.x == 0 && warp == 0 ? xn : nullptr);
+    float acc = r < R.rows ? q.dot(c) : 0.0f;
     acc = Q::reduce(acc);
     if (r < R.rows && sub == 0) logits[r] = acc;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
     __syncthreads();
-    if (!last) return;
+    if (!last || warp) return;
     __threadfence();
-    topk_rows(logits, R.rows - 1, K, ids, w, sgate);
-    if (threadIdx.x == 0) *done = 0;
+    const int E = R.rows - 1;
+    if (E <= 32) topk_warp<1>(logits, E, K, ids, w, sgate);
+    else if (E <= 64) topk_warp<2>(logits, E, K, ids, w, sgate);
+    else if (E <= 128) topk_warp<4>(logits, E, K, ids, w, sgate);
+    else if (E <= 256) topk_warp<8>(logits, E, K, ids, w, sgate);
+    else if (E <= 512) topk_warp<16>(logits, E, K, ids, w, sgate);
+    else topk_warp<32>(logits, E, K, ids, w, sgate);
+    if (lane == 0) *done = 0;
 }
 
 /* grid (ceil(I / rows_per_block), K + 1): slot j < K is routed expert
  * ids[j], slot K the shared expert; act[j, r] = silu(g . x) * (u . x).  A
  * warp issues the loads of GU rows of both matrices before computing. */
-constexpr int GU = 2;
+constexpr int GU = 2, GU_WARPS = 4;
 template <int BITS, int CPL, int LPR>
-__global__ void __launch_bounds__(WARPS * 32) gate_up_kernel(lc_qmat gate, lc_qmat up, lc_qmat sgate_m, lc_qmat sup_m,
+__global__ void __launch_bounds__(GU_WARPS * 32, 4) gate_up_kernel(lc_qmat gate, lc_qmat up, lc_qmat sgate_m, lc_qmat sup_m,
                                                              const int32_t *__restrict__ ids, int K,
                                                              const float *__restrict__ x, float *__restrict__ act,
                                                              int rows_per_block, const lc_ctrl *ctrl) {
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
     using Q = qdot<BITS, CPL, LPR>;
     constexpr int RPW = 32 / LPR;
@@ -119,9 +176,8 @@ __global__ void __launch_bounds__(WARPS * 32) gate_up_kernel(lc_qmat gate, lc_qm
     const lc_qmat G = shared_slot ? sgate_m : gate, U = shared_slot ? sup_m : up; /* by value: no local copies */
     const int e = shared_slot ? 0 : ids[j], I = G.rows;
     Q q;
-    q.load_x(x, sub);
     const int r0 = blockIdx.x * rows_per_block;
-    for (int g = warp * GU; g * RPW < rows_per_block; g += WARPS * GU) {
+    for (int g = warp * GU; g * RPW < rows_per_block; g += GU_WARPS * GU) {
         typename Q::chunk cg[GU], cu[GU];
         int r[GU];
         bool ok[GU];
@@ -131,6 +187,7 @@ __global__ void __launch_bounds__(WARPS * 32) gate_up_kernel(lc_qmat gate, lc_qm
             ok[u] = r[u] < I && (g + u) * RPW + lane / LPR < rows_per_block;
             if (ok[u]) Q::fetch(G, e, r[u], sub, cg[u]), Q::fetch(U, e, r[u], sub, cu[u]);
         }
+        if (g == warp * GU) q.load_x(x, sub); /* after the first weight loads are in flight */
 #pragma unroll
         for (int u = 0; u < GU; u++) {
             float a = ok[u] ? q.dot(cg[u]) : 0.0f, b = ok[u] ? q.dot(cu[u]) : 0.0f;
@@ -151,12 +208,21 @@ __global__ void __launch_bounds__(DOWN_WARPS * 32) down_kernel(lc_qmat down, lc_
                                                                const float *__restrict__ wts, const float *__restrict__ sgate,
                                                                const float *__restrict__ act, float *__restrict__ h,
                                                                const lc_ctrl *ctrl) {
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
     using Q = qdot<BITS, CPL, LPR>;
     constexpr int RPW = 32 / LPR, EPC = Q::EPC, F4 = EPC / 4, NCH = CPL * LPR, J = KMAX + 1;
     __shared__ float4 xs4[J * NCH * F4]; /* [j][q][chunk] */
     __shared__ float csum[J * NCH];      /* [j][chunk] */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, sub = lane % LPR;
+    const int r = (blockIdx.x * DOWN_WARPS + warp) * RPW + lane / LPR;
+    const bool ok = r < down.rows;
+    typename Q::chunk ch[J]; /* every expert's codes in flight before the activations arrive */
+#pragma unroll
+    for (int j = 0; j < J; j++)
+        if (ok) Q::fetch(j == KMAX ? sdown : down, j == KMAX ? 0 : ids[j], r, sub, ch[j]);
+#pragma unroll 4
     for (int g = tid; g < J * NCH * F4; g += blockDim.x) {
         const int j = g / (NCH * F4), rem = g % (NCH * F4), c = rem / F4, qq = rem % F4;
         xs4[j * NCH * F4 + qq * NCH + c] = reinterpret_cast<const float4 *>(act)[g];
@@ -172,12 +238,6 @@ __global__ void __launch_bounds__(DOWN_WARPS * 32) down_kernel(lc_qmat down, lc_
         csum[g] = sum;
     }
     __syncthreads();
-    const int r = (blockIdx.x * DOWN_WARPS + warp) * RPW + lane / LPR;
-    const bool ok = r < down.rows;
-    typename Q::chunk ch[J];
-#pragma unroll
-    for (int j = 0; j < J; j++)
-        if (ok) Q::fetch(j == KMAX ? sdown : down, j == KMAX ? 0 : ids[j], r, sub, ch[j]);
     float total = 0.0f;
 #pragma unroll
     for (int j = 0; j < J; j++) {
@@ -188,15 +248,26 @@ __global__ void __launch_bounds__(DOWN_WARPS * 32) down_kernel(lc_qmat down, lc_
                 const int c = sub + LPR * jj;
                 const uint32_t words[4] = {ch[j].q[jj].x, ch[j].q[jj].y, ch[j].q[jj].z, ch[j].q[jj].w};
                 float d = 0.0f;
+                float xv[EPC];
 #pragma unroll
                 for (int qq = 0; qq < F4; qq++) {
                     const float4 v = xs4[j * NCH * F4 + qq * NCH + c];
-                    const float xv[4] = {v.x, v.y, v.z, v.w};
+                    xv[4 * qq] = v.x, xv[4 * qq + 1] = v.y, xv[4 * qq + 2] = v.z, xv[4 * qq + 3] = v.w;
+                }
+                if constexpr (BITS == 4) { /* bf16 magic pairs, as qdot::dot */
 #pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        const int el = qq * 4 + i; /* element within the chunk */
+                    for (int k = 0; k < 4; k++)
+#pragma unroll
+                        for (int i = 0; i < 4; i++) {
+                            const uint32_t t = ((words[k] >> (4 * i)) & 0x000f000fu) | 0x43004300u;
+                            d = fmaf(__uint_as_float(t << 16) - 128.0f, xv[k * 8 + i], d);
+                            d = fmaf(__uint_as_float(t & 0xffff0000u) - 128.0f, xv[k * 8 + i + 4], d);
+                        }
+                } else {
+#pragma unroll
+                    for (int el = 0; el < EPC; el++) {
                         const uint32_t code = (words[el / (32 / BITS)] >> (BITS * (el % (32 / BITS)))) & ((1u << BITS) - 1);
-                        d = fmaf((float)code, xv[i], d);
+                        d = fmaf((float)code, xv[el], d);
                     }
                 }
                 acc = fmaf(bf16_to_f32(ch[j].s[jj]), d, fmaf(bf16_to_f32(ch[j].b[jj]), csum[j * NCH + c], acc));
@@ -212,10 +283,11 @@ template <int BITS, int CPL, int LPR>
 cudaError_t launch_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sg, const lc_qmat *su, const int32_t *ids,
                            int K, const float *x, float *act, const lc_ctrl *ctrl, cudaStream_t st) {
     constexpr int RPW = 32 / LPR;
-    const int rpb = WARPS * RPW * GU;
+    /* 4 warps x 2 passes: (K+1) * I / 16 blocks fit the SMs in one wave */
+    const int rpb = GU_WARPS * RPW * GU * 2;
     dim3 grid((gate->rows + rpb - 1) / rpb, K + 1);
-    gate_up_kernel<BITS, CPL, LPR><<<grid, WARPS * 32, 0, st>>>(*gate, *up, *sg, *su, ids, K, x, act, rpb, ctrl);
-    return cudaGetLastError();
+    return lc_launch(gate_up_kernel<BITS, CPL, LPR>, grid, dim3(GU_WARPS * 32), 0, st, *gate, *up, *sg, *su, ids, K, x, act,
+                     rpb, ctrl);
 }
 
 template <int BITS, int CPL, int LPR>
@@ -227,8 +299,8 @@ cudaError_t launch_down(const lc_qmat *down, const lc_qmat *sdown, const int32_t
     } else {
         if (K != KMAX) return cudaErrorInvalidValue;
         const int grid = (down->rows + DOWN_WARPS * RPW - 1) / (DOWN_WARPS * RPW);
-        down_kernel<BITS, CPL, LPR><<<grid, DOWN_WARPS * 32, 0, st>>>(*down, *sdown, ids, w, sgate, act, h, ctrl);
-        return cudaGetLastError();
+        return lc_launch(down_kernel<BITS, CPL, LPR>, dim3(grid), dim3(DOWN_WARPS * 32), 0, st, *down, *sdown, ids, w,
+                         sgate, act, h, ctrl);
     }
 }
 
@@ -237,8 +309,8 @@ cudaError_t launch_router(const lc_qmat *R, const float *h, const float *norm_w,
                           int32_t *ids, float *w, float *sgate, unsigned *done, const lc_ctrl *ctrl, cudaStream_t st) {
     constexpr int RPW = 32 / LPR;
     const int grid = (R->rows + WARPS * RPW - 1) / (WARPS * RPW);
-    router_kernel<BITS, CPL, LPR><<<grid, WARPS * 32, 0, st>>>(*R, h, norm_w, eps, xn, logits, K, ids, w, sgate, done, ctrl);
-    return cudaGetLastError();
+    return lc_launch(router_kernel<BITS, CPL, LPR>, dim3(grid), dim3(WARPS * 32), 0, st, *R, h, norm_w, eps, xn, logits,
+                     K, ids, w, sgate, done, ctrl);
 }
 
 } // namespace

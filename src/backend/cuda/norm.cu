@@ -5,12 +5,15 @@ namespace {
 
 // h[t] = dequantised row ids[t] of E; block per token
 __global__ void embed_kernel(lc_qmat E, const int32_t *__restrict__ ids, float *__restrict__ h, const lc_ctrl *ctrl) {
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
     const int t = blockIdx.x, D = E.cols;
     const int id = ids[t];
     const uint32_t *w = qrow_w(E, 0, id);
     const size_t sb = qrow_sb(E, 0, id);
     const int per = 32 / E.bits;
+#pragma unroll 8
     for (int i = threadIdx.x; i < D; i += blockDim.x) {
         uint32_t q = (w[i / per] >> ((i % per) * E.bits)) & ((1u << E.bits) - 1);
         h[(size_t)t * D + i] = bf16_to_f32(E.s[sb + i / LC_GROUP]) * (float)q + bf16_to_f32(E.b[sb + i / LC_GROUP]);
@@ -41,8 +44,7 @@ __global__ void swiglu_kernel(const float *__restrict__ gu, int I, float *__rest
 
 extern "C" cudaError_t lc_embed(const lc_qmat *E, const int32_t *ids, int T, float *h, const lc_ctrl *ctrl,
                                 cudaStream_t st) {
-    embed_kernel<<<T, 256, 0, st>>>(*E, ids, h, ctrl);
-    return cudaGetLastError();
+    return lc_launch(embed_kernel, dim3(T), dim3(256), 0, st, *E, ids, h, ctrl);
 }
 
 extern "C" cudaError_t lc_rmsnorm(const float *x, const float *w, float *y, int T, int D, float eps, const lc_ctrl *ctrl,

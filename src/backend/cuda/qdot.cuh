@@ -36,23 +36,48 @@ struct qdot {
         }
     }
 
-    /* The same from h normalised on the fly: x = h * r * w (RMSNorm with the
-     * block's r = rsqrt(mean(h^2) + eps)). */
-    __device__ __forceinline__ void load_x_norm(const float *__restrict__ h, const float *__restrict__ w, float r, int sub) {
+    /* The same from h normalised on the fly: x = h * rsqrt(mean(h^2) + eps) * w.
+     * The LPR lanes of a row group hold the whole vector between them, so
+     * the sum of squares is a warp reduction over registers: no shared
+     * memory, no block barrier, no second read of h.  When xn_out is set,
+     * the first row group of the calling warp writes x there. */
+    __device__ __forceinline__ void load_x_rms(const float *__restrict__ h, const float *__restrict__ w, float eps, int sub,
+                                               float *xn_out) {
+        float wr[CPL][EPC];
+        float ss = 0.0f;
 #pragma unroll
         for (int j = 0; j < CPL; j++) {
             const int base = (sub + LPR * j) * EPC;
             const float4 *p = reinterpret_cast<const float4 *>(h + base);
             const float4 *q = reinterpret_cast<const float4 *>(w + base);
-            float s = 0.0f;
 #pragma unroll
             for (int i = 0; i < EPC / 4; i++) {
                 const float4 v = p[i], g = q[i];
-                xr[j][4 * i] = v.x * r * g.x, xr[j][4 * i + 1] = v.y * r * g.y;
-                xr[j][4 * i + 2] = v.z * r * g.z, xr[j][4 * i + 3] = v.w * r * g.w;
-                s += (xr[j][4 * i] + xr[j][4 * i + 1]) + (xr[j][4 * i + 2] + xr[j][4 * i + 3]);
+                xr[j][4 * i] = v.x, xr[j][4 * i + 1] = v.y, xr[j][4 * i + 2] = v.z, xr[j][4 * i + 3] = v.w;
+                wr[j][4 * i] = g.x, wr[j][4 * i + 1] = g.y, wr[j][4 * i + 2] = g.z, wr[j][4 * i + 3] = g.w;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < CPL; j++)
+#pragma unroll
+            for (int i = 0; i < EPC; i++) ss = fmaf(xr[j][i], xr[j][i], ss);
+        ss = warp_sum(ss) / (float)(32 / LPR); /* every row group summed the whole vector */
+        const float r = rsqrtf(ss / (float)COLS + eps);
+        const bool write = xn_out && (threadIdx.x & 31) < LPR;
+#pragma unroll
+        for (int j = 0; j < CPL; j++) {
+            float s = 0.0f;
+#pragma unroll
+            for (int i = 0; i < EPC; i++) {
+                xr[j][i] = xr[j][i] * r * wr[j][i];
+                s += xr[j][i];
             }
             xs[j] = s;
+            if (write) {
+                float4 *o = reinterpret_cast<float4 *>(xn_out + (sub + LPR * j) * EPC);
+#pragma unroll
+                for (int i = 0; i < EPC / 4; i++) o[i] = make_float4(xr[j][4 * i], xr[j][4 * i + 1], xr[j][4 * i + 2], xr[j][4 * i + 3]);
+            }
         }
     }
 
@@ -64,30 +89,49 @@ struct qdot {
         uint16_t s[CPL], b[CPL];
     };
 
-    static __device__ __forceinline__ void fetch(const lc_qmat &m, int e, int r, int sub, chunk &c) {
+    /* c0: first chunk of the row this instance covers (split-K kernels). */
+    static __device__ __forceinline__ void fetch(const lc_qmat &m, int e, int r, int sub, chunk &c, int c0 = 0) {
         const uint4 *w = reinterpret_cast<const uint4 *>(qrow_w(m, e, r));
         const size_t sb = qrow_sb(m, e, r);
 #pragma unroll
         for (int j = 0; j < CPL; j++) {
-            const int k = sub + LPR * j;
+            const int k = c0 + sub + LPR * j;
             c.q[j] = __ldg(w + k);
             c.s[j] = __ldg(m.s + sb + k / CPG);
             c.b[j] = __ldg(m.b + sb + k / CPG);
         }
     }
 
-    /* This lane's share of the row's dot product (summed over the row's LPR lanes by reduce()). */
+    /* This lane's share of the row's dot product (summed over the row's LPR lanes by reduce()).
+     *
+     * 4-bit codes are turned into floats without integer-to-float
+     * conversions (a quarter-rate instruction): (w >> 4k) & 0x000f000f |
+     * 0x43004300 is a pair of bf16 values 128 + q (codes k and k+4 of the
+     * word), each widened to f32 by a shift or a mask; subtracting 128 in
+     * f32 is exact, so the result equals the plain conversion bit for bit. */
     __device__ __forceinline__ float dot(const chunk &c) const {
         float acc = 0.0f;
 #pragma unroll
         for (int j = 0; j < CPL; j++) {
             const uint32_t words[4] = {c.q[j].x, c.q[j].y, c.q[j].z, c.q[j].w};
             float d = 0.0f;
+            if constexpr (BITS == 4) {
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
+                for (int k = 0; k < 4; k++) {
 #pragma unroll
-                for (int i = 0; i < 32 / BITS; i++)
-                    d = fmaf((float)((words[k] >> (BITS * i)) & ((1u << BITS) - 1)), xr[j][k * (32 / BITS) + i], d);
+                    for (int i = 0; i < 4; i++) {
+                        const uint32_t t = ((words[k] >> (4 * i)) & 0x000f000fu) | 0x43004300u;
+                        d = fmaf(__uint_as_float(t << 16) - 128.0f, xr[j][k * 8 + i], d);
+                        d = fmaf(__uint_as_float(t & 0xffff0000u) - 128.0f, xr[j][k * 8 + i + 4], d);
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+#pragma unroll
+                    for (int i = 0; i < 32 / BITS; i++)
+                        d = fmaf((float)((words[k] >> (BITS * i)) & ((1u << BITS) - 1)), xr[j][k * (32 / BITS) + i], d);
+                }
             }
             acc = fmaf(bf16_to_f32(c.s[j]), d, fmaf(bf16_to_f32(c.b[j]), xs[j], acc));
         }
@@ -107,19 +151,6 @@ struct qdot {
         return v;
     }
 };
-
-/* r = rsqrt(mean(h[0..n)^2) + eps) over the block; optionally writes the
- * normalised vector (block 0 only).  scratch: 32 floats of shared memory. */
-__device__ __forceinline__ float block_rms(const float *__restrict__ h, const float *__restrict__ w, int n, float eps,
-                                           float *xn_out, float *scratch) {
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += h[i] * h[i];
-    ss = block_sum(ss, scratch);
-    const float r = rsqrtf(ss / (float)n + eps);
-    if (xn_out && blockIdx.x == 0 && blockIdx.y == 0)
-        for (int i = threadIdx.x; i < n; i += blockDim.x) xn_out[i] = h[i] * r * w[i];
-    return r;
-}
 
 /* Calls F::template run<BITS, CPL, LPR>(args...) for the instance serving
  * (bits, cols); returns cudaErrorInvalidValue when none does. */

@@ -34,6 +34,8 @@ __device__ __forceinline__ void block_argmax(float &v, int &i) {
 __global__ void __launch_bounds__(THREADS) argmax_kernel(const float *__restrict__ logits, int V, float *partial,
                                                          unsigned *done, int32_t *out, const int32_t *stop_ids,
                                                          int n_stop, int advance_pos, lc_ctrl *ctrl) {
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
     __shared__ bool last;
     float v = -INFINITY;
@@ -72,8 +74,8 @@ extern "C" cudaError_t lc_argmax(const float *logits, int V, float *partial, uns
                                  const int32_t *stop_ids, int n_stop, int advance_pos, lc_ctrl *ctrl, cudaStream_t st) {
     int blocks = (V + THREADS - 1) / THREADS;
     if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
-    argmax_kernel<<<blocks, THREADS, 0, st>>>(logits, V, partial, done, out, stop_ids, n_stop, advance_pos, ctrl);
-    return cudaGetLastError();
+    return lc_launch(argmax_kernel, dim3(blocks), dim3(THREADS), 0, st, logits, V, partial, done, out, stop_ids, n_stop,
+                     advance_pos, ctrl);
 }
 
 namespace {
