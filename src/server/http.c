@@ -1,0 +1,444 @@
+/* http.c — libmicrohttpd glue: routing, authentication, body limits, and
+ * getting each job's answer to its client.
+ *
+ * MHD runs one thread per connection, so a handler may block: it reads the
+ * body, checks and tokenizes the request (openai_req.c), queues the job, and
+ * then either waits for the job (non-streaming) or returns a streaming
+ * response whose reader blocks until the engine has appended SSE bytes.
+ * While waiting, both poll the client's socket every POLL_MS: a client that
+ * hung up cancels its job (removed from the queue, or stopped by the engine
+ * at its next token).
+ *
+ * Status codes: 400 bad JSON or request, 401 API key, 404 unknown path, 405
+ * wrong method, 413 body over --max-body, 429 queue full (Retry-After), 500
+ * internal (details on stderr), 503 shutting down. */
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/server.h"
+
+#define POLL_MS 50
+#define DISCARD_MAX ((size_t)1 << 30)
+
+struct srv_http {
+    struct MHD_Daemon *d;
+    srv_ctx *srv;
+    int quiesced;
+};
+
+typedef enum { R_UNKNOWN, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH } route;
+
+/* Per-request state (MHD's con_cls), freed by the completion callback. */
+typedef struct {
+    route r;
+    lilac_buf body;
+    size_t too_big; /* bytes dropped after the body went over the limit */
+    int answered; /* a response was queued before the body was read */
+} conn_req;
+
+/* A streaming response's view of its job. */
+typedef struct {
+    srv_ctx *srv;
+    srv_job *j;
+    MHD_socket fd;
+    size_t off; /* bytes of j->sse already sent */
+    struct timespec last; /* when bytes were last handed to MHD (monotonic) */
+} stream_ctx;
+
+static const char KEEPALIVE[] = ": keep-alive\n\n";
+
+/* --------------------------------------------------------------- replies */
+
+static enum MHD_Result reply(struct MHD_Connection *c, int status, char *body, const char *hname, const char *hval) {
+    if (!body) { /* out of memory: an empty 500 is all that can be said */
+        status = 500;
+        body = strdup("");
+        if (!body) return MHD_NO;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    if (hname) MHD_add_response_header(r, hname, hval);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result reply_err(struct MHD_Connection *c, const srv_err *e) {
+    const char *hn = NULL, *hv = NULL;
+    if (e->status == 429) hn = "Retry-After", hv = "1";
+    if (e->status == 401) hn = "WWW-Authenticate", hv = "Bearer";
+    return reply(c, e->status, srv_resp_error(e), hn, hv);
+}
+
+static enum MHD_Result reply_simple(struct MHD_Connection *c, int status, const char *code, const char *msg) {
+    srv_err e;
+    srv_errf(&e, status, NULL, "%s", msg);
+    e.code = code;
+    return reply_err(c, &e);
+}
+
+/* ------------------------------------------------------------ the client */
+
+/* True when the peer has closed its end (or the socket failed). */
+static int client_gone(MHD_socket fd) {
+    if (fd == MHD_INVALID_SOCKET) return 0;
+    struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
+    if (poll(&p, 1, 0) <= 0) return 0;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return 1;
+    if (p.revents & POLLIN) {
+        char ch;
+        ssize_t n = recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    }
+    return 0;
+}
+
+static MHD_socket conn_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : MHD_INVALID_SOCKET;
+}
+
+static void deadline(struct timespec *ts) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_nsec += POLL_MS * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) ts->tv_sec++, ts->tv_nsec -= 1000000000L;
+}
+
+/* ------------------------------------------------------------- streaming */
+
+static double since(const struct timespec *t) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) * 1e-9;
+}
+
+/* MHD's idle timeout counts from the last bytes sent, even while this reader
+ * blocks (a request waiting in the queue): an SSE comment now and then keeps
+ * the connection, and clients ignore it. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    stream_ctx *sc = cls;
+    srv_job *j = sc->j;
+    double keepalive = sc->srv->o.timeout_s / 3.0;
+    if (keepalive > 15) keepalive = 15;
+    pthread_mutex_lock(&j->mu);
+    for (;;) {
+        if (j->sse.len > sc->off) {
+            size_t n = j->sse.len - sc->off;
+            if (n > max) n = max;
+            memcpy(buf, j->sse.data + sc->off, n);
+            sc->off += n;
+            if (sc->off == j->sse.len) {
+                lilac_buf_clear(&j->sse);
+                sc->off = 0;
+            }
+            pthread_mutex_unlock(&j->mu);
+            clock_gettime(CLOCK_MONOTONIC, &sc->last);
+            return (ssize_t)n;
+        }
+        if (j->done) {
+            pthread_mutex_unlock(&j->mu);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        struct timespec ts;
+        deadline(&ts);
+        if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT && !j->done && j->sse.len == sc->off) {
+            pthread_mutex_unlock(&j->mu);
+            if (client_gone(sc->fd)) {
+                srv_queue_cancel(sc->srv->q, j);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            if (since(&sc->last) >= keepalive && max >= sizeof KEEPALIVE - 1) {
+                memcpy(buf, KEEPALIVE, sizeof KEEPALIVE - 1);
+                clock_gettime(CLOCK_MONOTONIC, &sc->last);
+                return (ssize_t)(sizeof KEEPALIVE - 1);
+            }
+            pthread_mutex_lock(&j->mu);
+        }
+    }
+}
+
+static void stream_free(void *cls) {
+    stream_ctx *sc = cls;
+    if (!sc) return;
+    /* the response is gone (sent, or the write failed): stop the job if it still runs */
+    srv_queue_cancel(sc->srv->q, sc->j);
+    srv_job_release(sc->j);
+    free(sc);
+}
+
+static enum MHD_Result reply_stream(struct MHD_Connection *c, srv_ctx *srv, srv_job *j) {
+    stream_ctx *sc = calloc(1, sizeof *sc);
+    if (!sc) {
+        srv_queue_cancel(srv->q, j);
+        srv_job_release(j);
+        return MHD_NO;
+    }
+    sc->srv = srv;
+    sc->j = j;
+    sc->fd = conn_fd(c);
+    clock_gettime(CLOCK_MONOTONIC, &sc->last);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, sc, stream_free);
+    if (!r) {
+        stream_free(sc);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/event-stream; charset=utf-8");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* ------------------------------------------------------------ generation */
+
+static enum MHD_Result generate(struct MHD_Connection *c, srv_ctx *srv, conn_req *rq) {
+    if (atomic_load(&srv->stopping)) return reply_simple(c, 503, "shutting_down", "the server is shutting down");
+    if (rq->body.oom) return reply_simple(c, 500, NULL, "out of memory");
+    json_error_t jerr;
+    json_t *body = json_loadb(rq->body.data ? rq->body.data : "", rq->body.len, JSON_ALLOW_NUL, &jerr);
+    srv_err err;
+    if (!body) {
+        srv_errf(&err, 400, NULL, "the body is not valid JSON: line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
+        return reply_err(c, &err);
+    }
+    if (!json_is_object(body)) {
+        json_decref(body);
+        return reply_simple(c, 400, NULL, "the body must be a JSON object");
+    }
+    srv_job *j = srv_job_new(srv, rq->r == R_CHAT ? SRV_CHAT : SRV_COMPLETION);
+    if (!j) {
+        json_decref(body);
+        return reply_simple(c, 500, NULL, "out of memory");
+    }
+    int bad = j->kind == SRV_CHAT ? srv_req_chat(srv, body, j, &err) : srv_req_completion(srv, body, j, &err);
+    json_decref(body);
+    if (bad) {
+        srv_job_release(j);
+        if (err.status >= 500) srv_stat_add(srv, &srv->stats.errors, 1);
+        return reply_err(c, &err);
+    }
+    if (j->stream) srv_resp_stream_start(j);
+    int q = srv_queue_push(srv->q, j);
+    if (q != SRV_Q_OK) {
+        srv_job_release(j);
+        if (q == SRV_Q_FULL) {
+            srv_stat_add(srv, &srv->stats.rejected_busy, 1);
+            srv_errf(&err, 429, NULL, "the server is busy: %d requests are waiting; retry later", srv->o.queue);
+            err.code = "rate_limit_exceeded";
+            return reply_err(c, &err);
+        }
+        return reply_simple(c, 503, "shutting_down", "the server is shutting down");
+    }
+    srv_stat_add(srv, &srv->stats.requests, 1);
+    if (j->stream) return reply_stream(c, srv, j);
+
+    MHD_socket fd = conn_fd(c);
+    pthread_mutex_lock(&j->mu);
+    while (!j->done) {
+        struct timespec ts;
+        deadline(&ts);
+        if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT && !j->done) {
+            pthread_mutex_unlock(&j->mu);
+            if (client_gone(fd)) {
+                srv_queue_cancel(srv->q, j);
+                srv_job_release(j);
+                return MHD_NO; /* nobody to answer */
+            }
+            pthread_mutex_lock(&j->mu);
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    enum MHD_Result ret;
+    if (j->failed) ret = reply_err(c, &j->err);
+    else if (atomic_load(&j->cancel)) ret = reply_simple(c, 503, NULL, "the request was cancelled");
+    else ret = reply(c, 200, srv_resp_body(j), NULL, NULL);
+    srv_job_release(j);
+    return ret;
+}
+
+/* -------------------------------------------------------------- handler */
+
+static int auth_ok(struct MHD_Connection *c, const char *key) {
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    const char *p = h && strncmp(h, "Bearer ", 7) == 0 ? h + 7 : "";
+    size_t np = strlen(p), nk = strlen(key);
+    /* constant time in the key's content: every byte of the key is compared */
+    unsigned char d = np != nk;
+    for (size_t i = 0; i < nk; i++) d |= (unsigned char)((unsigned char)key[i] ^ (unsigned char)(i < np ? p[i] : 0));
+    return d == 0;
+}
+
+static route route_of(const char *url, const char **method_needed) {
+    static const struct {
+        const char *path, *method;
+        route r;
+    } routes[] = {
+        {"/v1/chat/completions", "POST", R_CHAT},
+        {"/v1/completions", "POST", R_COMPLETIONS},
+        {"/v1/models", "GET", R_MODELS},
+        {"/health", "GET", R_HEALTH},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (strcmp(url, routes[i].path) == 0) {
+            *method_needed = routes[i].method;
+            return routes[i].r;
+        }
+    return R_UNKNOWN;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                               const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
+    (void)version;
+    srv_ctx *srv = cls;
+    conn_req *rq = *con_cls;
+    if (!rq) { /* headers only: decide what can be decided before the body */
+        if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
+        *con_cls = rq;
+        const char *need = NULL;
+        rq->r = route_of(url, &need);
+        enum MHD_Result ret = MHD_YES;
+        if (rq->r == R_UNKNOWN) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "no such endpoint: %.20s %.200s", method, url);
+            ret = reply_simple(c, 404, "not_found", msg), rq->answered = 1;
+        } else if (strcmp(method, need) != 0) {
+            char msg[320];
+            snprintf(msg, sizeof msg, "%.200s takes %s, not %.20s", url, need, method);
+            srv_err e;
+            srv_errf(&e, 405, NULL, "%s", msg);
+            e.code = "method_not_allowed";
+            ret = reply(c, 405, srv_resp_error(&e), "Allow", need), rq->answered = 1;
+        } else if (rq->r != R_HEALTH && srv->o.api_key && !auth_ok(c, srv->o.api_key)) {
+            srv_err e;
+            srv_errf(&e, 401, NULL, "missing or incorrect API key (send 'Authorization: Bearer KEY')");
+            e.code = "invalid_api_key";
+            ret = reply_err(c, &e), rq->answered = 1;
+        } else {
+            const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+            if (cl && strtoull(cl, NULL, 10) > srv->o.max_body) {
+                char msg[200];
+                snprintf(msg, sizeof msg, "the body is larger than the limit of %zu bytes (--max-body)", srv->o.max_body);
+                ret = reply_simple(c, 413, "request_too_large", msg), rq->answered = 1;
+            }
+        }
+        return ret;
+    }
+    if (rq->answered) { /* a refused request's body is read and dropped */
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    char msg[200];
+    snprintf(msg, sizeof msg, "the body is larger than the limit of %zu bytes (--max-body)", srv->o.max_body);
+    if (*upload_size) {
+        /* Over the limit without a Content-Length (chunked): the rest is read
+         * and dropped so that the client, still sending, can read the 413;
+         * past DISCARD_MAX the connection is cut short instead. */
+        if (rq->too_big || rq->body.len + *upload_size > srv->o.max_body) {
+            if (!rq->too_big) lilac_buf_free(&rq->body);
+            rq->too_big += *upload_size;
+            *upload_size = 0;
+            if (rq->too_big <= DISCARD_MAX) return MHD_YES;
+            rq->answered = 1;
+            return reply_simple(c, 413, "request_too_large", msg);
+        }
+        lilac_buf_append(&rq->body, upload_data, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (rq->too_big) return reply_simple(c, 413, "request_too_large", msg);
+    switch (rq->r) {
+    case R_HEALTH:
+        return reply(c, atomic_load(&srv->stopping) ? 503 : 200, srv_resp_health(srv), NULL, NULL);
+    case R_MODELS:
+        return reply(c, 200, srv_resp_models(srv), NULL, NULL);
+    case R_CHAT:
+    case R_COMPLETIONS:
+        return generate(c, srv, rq);
+    default:
+        return MHD_NO;
+    }
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls, (void)c, (void)toe;
+    conn_req *rq = *con_cls;
+    if (!rq) return;
+    lilac_buf_free(&rq->body);
+    free(rq);
+    *con_cls = NULL;
+}
+
+static void log_mhd(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    fprintf(stderr, "lilac serve: http: ");
+    vfprintf(stderr, fmt, ap);
+}
+
+/* --------------------------------------------------------------- daemon */
+
+int srv_http_start(srv_ctx *srv, srv_http **out, int *port_out, char *msg, size_t msgcap) {
+    *out = NULL;
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    char port[16];
+    snprintf(port, sizeof port, "%d", srv->o.port);
+    int g = getaddrinfo(srv->o.host, port, &hints, &ai);
+    if (g) {
+        snprintf(msg, msgcap, "--host %s: %s", srv->o.host, gai_strerror(g));
+        return -1;
+    }
+    srv_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        freeaddrinfo(ai);
+        snprintf(msg, msgcap, "out of memory");
+        return -1;
+    }
+    h->srv = srv;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    h->d = MHD_start_daemon(flags, (uint16_t)srv->o.port, NULL, NULL, handler, srv, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL,
+                            MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->o.max_conns, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)srv->o.timeout_s, MHD_OPTION_NOTIFY_COMPLETED, completed, srv, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!h->d) {
+        snprintf(msg, msgcap, "cannot listen on %s port %d (in use, or not an address of this machine?)", srv->o.host,
+                 srv->o.port);
+        free(h);
+        return -1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    *port_out = di ? di->port : srv->o.port;
+    *out = h;
+    return 0;
+}
+
+void srv_http_quiesce(srv_http *h) {
+    if (!h || h->quiesced) return;
+    MHD_socket s = MHD_quiesce_daemon(h->d);
+    if (s != MHD_INVALID_SOCKET) close(s);
+    h->quiesced = 1;
+}
+
+void srv_http_stop(srv_http *h) {
+    if (!h) return;
+    MHD_stop_daemon(h->d);
+    free(h);
+}

@@ -1,0 +1,108 @@
+/* output.c — what happens to each generated token, in the engine thread's
+ * generate callback: logprobs, detokenizing (complete UTF-8 characters only,
+ * special tokens skipped), stop strings, then the reasoning/tool-call parser
+ * (chat) or the plain text (completions), and for streams the SSE chunks.
+ *
+ * Stop strings: text that could still be the start of a stop string is held
+ * back, so a stop string is never sent in part; when one completes, the text
+ * before it is released, the rest (the stop string and anything after it in
+ * that token) is dropped, and the callback stops generation at that token. */
+#include <stdio.h>
+#include <string.h>
+
+#include "server/server.h"
+
+static void on_delta(void *ctx, const lilac_delta *d) { srv_resp_chat_delta((srv_job *)ctx, d); }
+
+int srv_output_begin(srv_job *j) {
+    lilac_tok_stream_init(&j->ts, j->srv->tok, LILAC_TOK_SKIP_SPECIAL);
+    if (j->logprobs) {
+        if (!(j->lp_all = json_array())) return -1;
+        if (j->stream && !(j->lp_pend = json_array())) return -1;
+    }
+    return 0;
+}
+
+/* Text released from the stop-string hold goes to the parser or the text. */
+static void emit(srv_job *j, const char *p, size_t n) {
+    if (!n) return;
+    if (j->kind == SRV_CHAT) {
+        lilac_error e = {0};
+        if (lilac_parser_feed(j->parser, p, n, j->stream ? on_delta : NULL, j, &e))
+            fprintf(stderr, "lilac serve: %s: parser: %s\n", j->id, e.msg);
+    } else {
+        lilac_buf_append(&j->text, p, n);
+        if (j->stream) srv_resp_text_delta(j, p, n);
+    }
+}
+
+/* Earliest position where a stop string occurs in s[0..n), or -1. */
+static long find_stop(const srv_job *j, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < j->n_stop; k++)
+            if (j->stop_len[k] <= n - i && memcmp(s + i, j->stop[k], j->stop_len[k]) == 0) return (long)i;
+    return -1;
+}
+
+/* The smallest i such that s[i..n) is the start of some stop string: text
+ * before i can be released, text from i on must wait. */
+static size_t releasable(const srv_job *j, const char *s, size_t n) {
+    size_t from = n > j->stop_max ? n - j->stop_max : 0;
+    for (size_t i = from; i < n; i++)
+        for (int k = 0; k < j->n_stop; k++)
+            if (n - i < j->stop_len[k] && memcmp(s + i, j->stop[k], n - i) == 0) return i;
+    return n;
+}
+
+/* Returns 1 when a stop string completed. */
+static int push_text(srv_job *j, const char *p, size_t n) {
+    if (!j->n_stop) {
+        emit(j, p, n);
+        return 0;
+    }
+    if (!n) return 0;
+    lilac_buf_append(&j->hold, p, n);
+    long at = find_stop(j, j->hold.data, j->hold.len);
+    if (at >= 0) {
+        emit(j, j->hold.data, (size_t)at);
+        lilac_buf_clear(&j->hold);
+        j->stop_hit = 1;
+        return 1;
+    }
+    size_t k = releasable(j, j->hold.data, j->hold.len);
+    if (k > 0) {
+        emit(j, j->hold.data, k);
+        memmove(j->hold.data, j->hold.data + k, j->hold.len - k);
+        j->hold.len -= k;
+        j->hold.data[j->hold.len] = 0;
+    }
+    return 0;
+}
+
+int srv_output_token(void *ctx, const lilac_token_info *t) {
+    srv_job *j = ctx;
+    if (atomic_load(&j->cancel)) return 1;
+    j->n_gen = t->index + 1;
+    j->last_id = t->id;
+    if (j->logprobs) srv_resp_logprob(j, t, j->text.len + j->hold.len);
+    lilac_buf_clear(&j->piece);
+    lilac_error e = {0};
+    /* an id the tokenizer does not know (padding rows of the embedding) has no text */
+    if (lilac_tok_stream_push(&j->ts, t->id, &j->piece, &e)) return 0;
+    return push_text(j, j->piece.data, j->piece.len);
+}
+
+void srv_output_end(srv_job *j) {
+    lilac_buf_clear(&j->piece);
+    lilac_tok_stream_finish(&j->ts, &j->piece);
+    if (!j->stop_hit && !push_text(j, j->piece.data, j->piece.len)) {
+        emit(j, j->hold.data, j->hold.len); /* no stop string came: all of it is output */
+        lilac_buf_clear(&j->hold);
+    }
+    if (j->kind == SRV_CHAT) {
+        lilac_error e = {0};
+        if (lilac_parser_finish(j->parser, j->stream ? on_delta : NULL, j, &e))
+            fprintf(stderr, "lilac serve: %s: parser: %s\n", j->id, e.msg);
+    }
+    if (j->stream) srv_resp_stream_end(j);
+}

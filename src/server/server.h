@@ -1,0 +1,266 @@
+/* server.h — the OpenAI-compatible HTTP server of lilac (`lilac serve`):
+ * the types its files share.  Nothing here is public API.
+ *
+ * Threads and ownership:
+ *   - HTTP threads (libmicrohttpd, one per connection; http.c) read and check
+ *     a request (openai_req.c), render and tokenize the prompt, and put a
+ *     srv_job on the bounded queue (queue.c).  Then they wait on the job:
+ *     streaming responses copy its SSE bytes out as they appear, others wait
+ *     for the end and write the body (openai_resp.c).
+ *   - One engine thread (worker.c) owns the engine, its working session and
+ *     the prefix cache (prefix_cache.c).  It runs jobs one at a time in
+ *     arrival order; the per-token text work (detokenizing, stop strings,
+ *     the reasoning/tool-call parser, SSE chunks; output.c) runs in its token
+ *     callback, because a stop string has to end generation at that token.
+ *   - A job is shared by one HTTP thread and the engine thread: reference
+ *     counted, `mu` guards `sse`, `done` and the error; everything the engine
+ *     writes besides those is read by the HTTP side only after `done`.
+ */
+#ifndef LILAC_SERVER_SERVER_H
+#define LILAC_SERVER_SERVER_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lilac.h"
+#include "text/parse.h"
+#include "text/tokenizer.h"
+#include "util/buf.h"
+
+/* ------------------------------------------------------------------ options */
+
+typedef struct {
+    const char *model_dir;
+    const char *host;        /* default 127.0.0.1 */
+    int port;                /* 0: any free port (printed at start) */
+    const char *api_key;     /* NULL: no authentication */
+    const char *served_name; /* the model name in responses; default: basename of model_dir */
+    const char *backend;     /* global --backend */
+    int threads;             /* global --threads */
+    int chunk;               /* prefill chunk (0: the engine's default) */
+    int ctx;                 /* tokens per session (prompt + completion) */
+    int queue;               /* waiting requests before 429 */
+    int slots;               /* prefix-cache snapshots; 0 disables reuse */
+    size_t max_body;         /* bytes */
+    int max_conns;           /* simultaneous HTTP connections */
+    int timeout_s;           /* idle connection timeout */
+    int quiet;               /* no per-request log lines */
+} srv_opts;
+
+/* Defaults for omitted sampling fields (generation_config.json, else OpenAI's). */
+typedef struct {
+    lilac_sampling s;
+} srv_defaults;
+
+typedef struct srv_queue srv_queue;
+typedef struct srv_pcache srv_pcache;
+
+/* Counters reported by GET /health; updated under srv_ctx.stats_mu. */
+typedef struct {
+    long requests, completed, cancelled, rejected_busy, errors;
+    long cache_lookups, cache_hits;
+    long prompt_tokens, cached_tokens, generated_tokens;
+} srv_stats;
+
+typedef struct {
+    srv_opts o;
+    lilac_engine *eng;
+    lilac_engine_info info;
+    lilac_tokenizer *tok;
+    char model_name[256];
+    long long started; /* time(NULL) at start: /v1/models' "created" */
+    srv_defaults defaults;
+    int32_t *stop_ids; /* end tokens beyond info.eos: generation_config eos, <|im_end|>, <|endoftext|> */
+    int n_stop_ids;
+    int32_t im_end;    /* id of <|im_end|>, or -1 */
+    int32_t nl_ids[4]; /* the ids of "\n" (the template writes it after <|im_end|>) */
+    int n_nl;
+    /* added tokens (content, length), for safe tokenization split points */
+    char **added;
+    size_t *added_len;
+    int n_added;
+    srv_queue *q;
+    atomic_int stopping;
+    pthread_mutex_t stats_mu;
+    srv_stats stats;
+} srv_ctx;
+
+/* ----------------------------------------------------------------- errors */
+
+/* An OpenAI error object and its HTTP status. */
+typedef struct {
+    int status;       /* 400, 401, 404, 405, 413, 429, 500, 503 */
+    const char *type; /* "invalid_request_error", "server_error", ... */
+    const char *code; /* NULL or e.g. "context_length_exceeded" */
+    char param[64];   /* "" when none */
+    char msg[640];
+} srv_err;
+
+int srv_errf(srv_err *e, int status, const char *param, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* -------------------------------------------------------------------- jobs */
+
+typedef enum { SRV_CHAT, SRV_COMPLETION } srv_kind;
+
+#define SRV_MAX_SPLIT 2
+
+typedef struct srv_job srv_job;
+struct srv_job {
+    const srv_ctx *srv;
+
+    /* --- set by the HTTP thread before queueing, read-only afterwards --- */
+    srv_kind kind;
+    int stream, include_usage;
+    int logprobs, top_logprobs; /* logprobs: chat true/false; completions: n >= 0 (legacy) */
+    char id[64];
+    long long created;
+    int32_t *prompt; /* [n_prompt] */
+    int n_prompt;
+    int split[SRV_MAX_SPLIT]; /* token indices inside the prompt worth an anchor snapshot, ascending */
+    int n_split;
+    lilac_gen_params gen;
+    char **stop;     /* [n_stop] stop strings */
+    size_t *stop_len;
+    int n_stop;
+    size_t stop_max; /* longest stop string */
+    lilac_parser *parser; /* chat only */
+    int chat_snapshot_end; /* feed <|im_end|>\n after a turn that ended with <|im_end|> */
+
+    /* --- the engine thread's, until done --- */
+    lilac_tok_stream ts;
+    lilac_buf piece;   /* scratch: text completed by one token */
+    lilac_buf hold;    /* text held back: it could be the start of a stop string */
+    lilac_buf text;    /* completions: the text so far */
+    json_t *lp_all;    /* logprob entries of every token (chat: content[] items) */
+    json_t *lp_pend;   /* streaming: entries not yet sent in a chunk */
+    int n_gen, cached;
+    lilac_finish why;
+    int stop_hit;      /* a stop string ended it */
+    int32_t last_id;
+
+    /* --- shared --- */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    lilac_buf sse;     /* SSE bytes not yet sent (streaming) */
+    int done;          /* the engine is finished with it */
+    int failed;        /* err is set */
+    srv_err err;
+    atomic_int cancel; /* the client left, or the server stops */
+    atomic_int refs;
+    int queued;        /* on the queue's list (queue mutex) */
+    srv_job *next, *prev;
+};
+
+srv_job *srv_job_new(const srv_ctx *srv, srv_kind kind);
+void srv_job_release(srv_job *j);
+/* Appends SSE bytes and wakes the HTTP thread. */
+void srv_job_push_sse(srv_job *j, const char *p, size_t n);
+/* Marks the job finished (after setting failed/err if it failed). */
+void srv_job_finish(srv_job *j);
+/* Fails a job with err (the engine or shutdown). */
+void srv_job_fail(srv_job *j, const srv_err *err);
+
+/* ------------------------------------------------------------------- queue */
+
+enum { SRV_Q_OK = 0, SRV_Q_FULL = 1, SRV_Q_STOPPED = 2 };
+
+srv_queue *srv_queue_new(int cap);
+void srv_queue_free(srv_queue *q);
+/* Adds j (taking a reference for the engine) or says why not. */
+int srv_queue_push(srv_queue *q, srv_job *j);
+/* Next job in arrival order; blocks; NULL once stopped and empty.  The
+ * caller owns the queue's reference. */
+srv_job *srv_queue_pop(srv_queue *q);
+/* The client left: a waiting job is removed and finished, a running one is
+ * asked to stop at its next token. */
+void srv_queue_cancel(srv_queue *q, srv_job *j);
+/* Shutdown: waiting jobs fail with 503, the running one is cancelled, pop
+ * returns NULL from now on. */
+void srv_queue_stop(srv_queue *q);
+void srv_queue_clear_running(srv_queue *q);
+int srv_queue_waiting(srv_queue *q);
+int srv_queue_busy(srv_queue *q); /* a job is running */
+
+/* ------------------------------------------------------------ prefix cache */
+
+/* An LRU of session snapshots (slots sessions of ctx tokens, made lazily). */
+lilac_status srv_pcache_new(lilac_engine *g, int slots, int ctx, srv_pcache **out, lilac_error *e);
+void srv_pcache_free(srv_pcache *c);
+/* The slot holding the longest token sequence that is a prefix of
+ * ids[0..n) (its length in *len), or -1. */
+int srv_pcache_find(srv_pcache *c, const int32_t *ids, int n, int *len);
+/* dst becomes a copy of the slot; the slot becomes the most recently used. */
+lilac_status srv_pcache_restore(srv_pcache *c, int slot, lilac_session *dst, lilac_error *e);
+typedef enum {
+    SRV_SNAP_ANCHOR, /* inside a prompt: a point later requests share; kept longer */
+    SRV_SNAP_PROMPT, /* the end of a prompt: drops the non-anchor snapshots it extends */
+    SRV_SNAP_GEN,    /* the end of a generation */
+} srv_snap;
+/* Keeps a copy of src (unless an equal one is there), replacing the least
+ * recently used slot (after the drops SRV_SNAP_PROMPT makes). */
+lilac_status srv_pcache_store(srv_pcache *c, const lilac_session *src, srv_snap kind, lilac_error *e);
+
+/* ------------------------------------------------------------ engine thread */
+
+typedef struct srv_worker srv_worker;
+lilac_status srv_worker_start(srv_ctx *srv, srv_worker **out, lilac_error *e);
+/* Joins the thread (after srv_queue_stop) and frees it. */
+void srv_worker_join(srv_worker *w);
+
+/* ----------------------------------------------- per-token output (output.c) */
+
+/* Prepares the job's output state (tokenizer stream, logprob arrays). */
+int srv_output_begin(srv_job *j);
+/* The generate callback: returns nonzero to stop (cancel or stop string). */
+int srv_output_token(void *job, const lilac_token_info *t);
+/* The end: flushes held text and the parser, writes the final SSE events. */
+void srv_output_end(srv_job *j);
+
+/* -------------------------------------------------- requests (openai_req.c) */
+
+/* Checks a chat-completions or completions body and fills the job (prompt
+ * tokens, sampling, stop strings, parser).  Returns 0, or fills err. */
+int srv_req_chat(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err);
+int srv_req_completion(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err);
+
+/* ------------------------------------------------- responses (openai_resp.c) */
+
+/* Malloc'd JSON text of an error object. */
+char *srv_resp_error(const srv_err *e);
+/* The first SSE chunk of a stream (the assistant role, or nothing). */
+void srv_resp_stream_start(srv_job *j);
+/* Streaming deltas, built in the engine thread. */
+void srv_resp_chat_delta(srv_job *j, const lilac_delta *d);
+void srv_resp_text_delta(srv_job *j, const char *text, size_t n);
+/* The finish chunk, the usage chunk when asked, and [DONE]. */
+void srv_resp_stream_end(srv_job *j);
+/* An error inside a stream that already started. */
+void srv_resp_stream_error(srv_job *j, const srv_err *e);
+/* A logprob entry for a token (chat or legacy form); appended to the job's arrays. */
+void srv_resp_logprob(srv_job *j, const lilac_token_info *t, size_t text_offset);
+/* The whole non-streaming body, malloc'd JSON text. */
+char *srv_resp_body(const srv_job *j);
+const char *srv_finish_reason(const srv_job *j);
+/* GET /v1/models, GET /health */
+char *srv_resp_models(const srv_ctx *srv);
+char *srv_resp_health(srv_ctx *srv);
+/* A JSON string of n bytes (invalid UTF-8 repaired); never NULL unless out of memory. */
+json_t *srv_json_str(const char *s, size_t n);
+
+/* ----------------------------------------------------------------- http.c */
+
+typedef struct srv_http srv_http;
+/* Binds and starts serving; *port_out receives the bound port. */
+int srv_http_start(srv_ctx *srv, srv_http **out, int *port_out, char *msg, size_t msgcap);
+void srv_http_quiesce(srv_http *h);
+void srv_http_stop(srv_http *h);
+
+/* ---------------------------------------------------------- server.c (run) */
+
+int srv_run(const srv_opts *o);
+void srv_stat_add(srv_ctx *srv, long *field, long v);
+
+#endif
