@@ -25,6 +25,23 @@ size=$(wc -c < "$TMP/l.bin" | tr -d ' ')
 out2=$($LILAC score --model $TINY --ids $PROMPT 2>&1)
 [ "$out" = "$out2" ] && ok "score is the same for @FILE and a comma list, chunk 5 and 512" || bad "score differs: $out2"
 
+# Text prompts: --prompt equals --ids of its tokens; --chat renders the template first.
+ids=$($LILAC tokenize --model $TINY "The quick brown fox" | tr -d '[] ')
+a=$($LILAC generate --model $TINY --prompt "The quick brown fox" -n 6 --print-ids 2>&1)
+b=$($LILAC generate --model $TINY --ids "$ids" -n 6 --print-ids 2>&1)
+[ -n "$ids" ] && [ "$a" = "$b" ] && ok "--prompt continues exactly like --ids of its tokens" || bad "--prompt: $a vs $b"
+printf '{"messages": [{"role": "user", "content": "Hi"}]}' > "$TMP/req.json"
+$LILAC render --model $TINY "$TMP/req.json" > "$TMP/prompt.txt"
+ids=$($LILAC tokenize --model $TINY --file "$TMP/prompt.txt" | tr -d '[] ')
+a=$($LILAC generate --model $TINY --chat "Hi" -n 6 --print-ids 2>&1)
+b=$($LILAC generate --model $TINY --ids "$ids" -n 6 --print-ids 2>&1)
+[ "$a" = "$b" ] && ok "--chat continues the rendered chat template" || bad "--chat: $a vs $b"
+out=$($LILAC generate --model $TINY --chat "Hi" -n 6 2>&1)
+[ -n "$out" ] && ok "generate prints text with a tokenizer" || bad "generate text: empty"
+a=$($LILAC generate --model $TINY --prompt "x" -n 8 --temperature 0.9 --seed 7 --print-ids 2>&1)
+b=$($LILAC generate --model $TINY --prompt "x" -n 8 --temperature 0.9 --seed 7 --print-ids 2>&1)
+[ "$a" = "$b" ] && ok "sampling with a seed is reproducible" || bad "seeded sampling: $a vs $b"
+
 # Each bad input: non-zero exit and exactly one line starting with "error:".
 expect_error() {
     name=$1
@@ -51,6 +68,8 @@ expect_error "bad --backend" $LILAC --backend tpu score --model $TINY --ids 1
 expect_error "bad --threads" $LILAC --threads many score --model $TINY --ids 1
 printf 'not json' > "$TMP/config.json"
 expect_error "corrupt config.json" $LILAC score --model "$TMP" --ids 1
+expect_error "two prompt kinds" $LILAC generate --model $TINY --ids 1 --prompt x
+expect_error "top-p out of range" $LILAC generate --model $TINY --ids 1 --top-p 2
 
 for c in score generate; do
     $LILAC $c --help | grep -q -- "--model" && ok "$c --help lists its options" || bad "$c --help"
