@@ -69,7 +69,7 @@ FLAGS_STAMP := $(BUILD)/.flags
 FLAGS_NOW   := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(CUDA)
 $(shell mkdir -p $(BUILD) && { [ -f $(FLAGS_STAMP) ] && [ "$$(cat $(FLAGS_STAMP))" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
 
-.PHONY: all deps test test-run test-asan test-gpu run clean
+.PHONY: all deps test test-run test-asan test-gpu fuzz fuzz-run run clean
 
 all: lilac
 
@@ -111,6 +111,20 @@ test-asan:
 
 test-run: $(BUILD)/lilac $(TEST_BIN)
 	@sh tests/run.sh $(BUILD) $(BUILD)/lilac
+
+# libFuzzer targets for the parsers (tests/fuzz/), clang with ASan + UBSan.
+FUZZ_SECONDS ?= 20
+FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+fuzz:
+	$(MAKE) BUILD=build/fuzz CC=clang CUDA=0 OPT=-O1 \
+	    EXTRA_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" fuzz-run
+
+fuzz-run: $(FUZZ_BIN)
+	@sh tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/liblilac.a | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(BUILD)/liblilac.a $(LDLIBS)
 
 test-gpu: lilac $(TEST_BIN)
 	@LILAC_REQUIRE_GPU=1 sh tests/run.sh $(BUILD) ./lilac gpu

@@ -1,0 +1,28 @@
+#!/bin/sh
+# run.sh BUILD SECONDS — runs every fuzz target for SECONDS each, seeded with
+# the fixtures; any crash, leak or sanitizer report fails the run.
+BUILD=$1
+SECS=${2:-20}
+fail=0
+for f in "$BUILD"/fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
+    name=$(basename "$f")
+    corpus=$(mktemp -d)
+    case $name in
+        fuzz_safetensors) cp tests/fixtures/tiny/golden.safetensors "$corpus/" ;;
+        fuzz_config) cp tests/fixtures/tiny/config.json "$corpus/a"; cp tests/fixtures/qwen36-config/config.json "$corpus/b" ;;
+        fuzz_chat) printf '{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}, {"role": "assistant", "content": "<think>r</think>a", "tool_calls": [{"function": {"name": "f", "arguments": "{\\"a\\": 1}"}}]}, {"role": "tool", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}' > "$corpus/a" ;;
+        fuzz_parse) printf '\003\005reasoning\n</think>\n\ntext<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>' > "$corpus/a" ;;
+        fuzz_tokenizer) printf 'Hello, world! <|im_start|>user\n caf\303\251 123' > "$corpus/a" ;;
+    esac
+    echo "== $name ($SECS s)"
+    if "$f" -max_total_time="$SECS" -max_len=65536 -rss_limit_mb=2048 "$corpus" > "$corpus.log" 2>&1; then
+        tail -n 1 "$corpus.log"
+    else
+        tail -n 30 "$corpus.log"
+        echo "FAIL: $name"
+        fail=1
+    fi
+    rm -rf "$corpus" "$corpus.log"
+done
+exit $fail
