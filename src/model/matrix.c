@@ -31,15 +31,19 @@ void lilac_matrix_row_f32(const lilac_matrix *m, int e, int r, float *out) {
         return;
     case LILAC_MAT_Q4:
     case LILAC_MAT_Q8: {
-        const int bits = m->type == LILAC_MAT_Q4 ? 4 : 8, per_word = 32 / bits;
+        /* group by group, word by word: no division in the inner loop */
+        const int bits = m->type == LILAC_MAT_Q4 ? 4 : 8, per_word = 32 / bits, G = m->group;
         const uint32_t mask = (1u << bits) - 1;
-        const size_t sb = (size_t)e * m->mat_stride_sb + (size_t)r * (size_t)(n / m->group);
+        const size_t sb = (size_t)e * m->mat_stride_sb + (size_t)r * (size_t)(n / G);
         const uint32_t *q = (const uint32_t *)w;
-        for (int i = 0; i < n; i++) {
-            uint32_t code = (q[i / per_word] >> ((i % per_word) * bits)) & mask;
-            float s = lilac_bf16_to_f32(m->scales[sb + (size_t)(i / m->group)]);
-            float b = lilac_bf16_to_f32(m->biases[sb + (size_t)(i / m->group)]);
-            out[i] = s * (float)code + b;
+        for (int g = 0; g < n / G; g++) {
+            const float s = lilac_bf16_to_f32(m->scales[sb + (size_t)g]), b = lilac_bf16_to_f32(m->biases[sb + (size_t)g]);
+            const uint32_t *qw = q + (size_t)g * G / per_word;
+            float *o = out + (size_t)g * G;
+            for (int k = 0; k < G / per_word; k++) {
+                const uint32_t word = qw[k];
+                for (int i = 0; i < per_word; i++) o[k * per_word + i] = s * (float)((word >> (bits * i)) & mask) + b;
+            }
         }
         return;
     }
