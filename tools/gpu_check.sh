@@ -17,8 +17,11 @@ for s in $steps; do
     tiny)
         $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate test_gpu_chunks test_gpu_snapshot 2>&1 | tee "$OUT/test_tiny.log" ;;
     memcheck)
-        compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_snapshot \
-            > "$OUT/memcheck.log" 2>&1; echo "memcheck rc=$?"; tail -n 12 "$OUT/memcheck.log" ;;
+        for tool in memcheck racecheck synccheck; do
+            compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate \
+                test_gpu_snapshot > "$OUT/$tool.log" 2>&1
+            echo "$tool rc=$?"; grep -E "ERROR SUMMARY|checks" "$OUT/$tool.log"
+        done ;;
     bench4k)
         $B/lilac bench --synthetic --ctx 4096 -n 256 --json "$OUT/bench_4k.json" 2>&1 | tee "$OUT/bench_4k.txt" ;;
     bench128k)
