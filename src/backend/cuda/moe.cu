@@ -158,42 +158,65 @@ __global__ void __launch_bounds__(WARPS * 32) router_kernel(lc_qmat R, const flo
 }
 
 /* grid (ceil(I / rows_per_block), K + 1): slot j < K is routed expert
- * ids[j], slot K the shared expert; act[j, r] = silu(g . x) * (u . x).  A
- * warp issues the loads of GU rows of both matrices before computing. */
+ * ids[j], slot K the shared expert; act[j, r] = silu(g . x) * (u . x).  The
+ * activations sit in shared memory (see load_x_smem); a warp issues the
+ * loads of GU rows of both matrices before computing. */
 constexpr int GU = 2, GU_WARPS = 4;
 template <int BITS, int CPL, int LPR>
 __global__ void __launch_bounds__(GU_WARPS * 32, 4) gate_up_kernel(lc_qmat gate, lc_qmat up, lc_qmat sgate_m, lc_qmat sup_m,
-                                                             const int32_t *__restrict__ ids, int K,
-                                                             const float *__restrict__ x, float *__restrict__ act,
-                                                             int rows_per_block, const lc_ctrl *ctrl) {
+                                                                   const int32_t *__restrict__ ids, int K,
+                                                                   const float *__restrict__ x, float *__restrict__ act,
+                                                                   int rows_per_block, const lc_ctrl *ctrl) {
     lc_pdl_wait();
     lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
     using Q = qdot<BITS, CPL, LPR>;
-    constexpr int RPW = 32 / LPR;
+    constexpr int RPW = 32 / LPR, EPC = Q::EPC, COLS = Q::COLS;
+    __shared__ float4 xs4[COLS / 4];
+    __shared__ float scratch[32];
     const int j = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR;
     const bool shared_slot = j == K;
     const lc_qmat G = shared_slot ? sgate_m : gate, U = shared_slot ? sup_m : up; /* by value: no local copies */
     const int e = shared_slot ? 0 : ids[j], I = G.rows;
-    Q q;
     const int r0 = blockIdx.x * rows_per_block;
-    for (int g = warp * GU; g * RPW < rows_per_block; g += GU_WARPS * GU) {
-        typename Q::chunk cg[GU], cu[GU];
-        int r[GU];
-        bool ok[GU];
+    typename Q::chunk cg[GU], cu[GU];
+    int r[GU];
+    bool ok[GU];
+    auto fetch_group = [&](int g) {
 #pragma unroll
         for (int u = 0; u < GU; u++) {
             r[u] = r0 + (g + u) * RPW + lane / LPR;
             ok[u] = r[u] < I && (g + u) * RPW + lane / LPR < rows_per_block;
             if (ok[u]) Q::fetch(G, e, r[u], sub, cg[u]), Q::fetch(U, e, r[u], sub, cu[u]);
         }
-        if (g == warp * GU) q.load_x(x, sub); /* after the first weight loads are in flight */
+    };
+    int g = warp * GU;
+    fetch_group(g); /* in flight while the activations arrive */
+    load_x_smem<COLS, EPC>(x, nullptr, 0.0f, nullptr, xs4, scratch);
+    for (; g * RPW < rows_per_block; g += GU_WARPS * GU) {
+        float ag[GU], au[GU];
+#pragma unroll
+        for (int u = 0; u < GU; u++) ag[u] = au[u] = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < CPL; jj++) {
+            float xv[EPC];
+            const float xsum = x_chunk<COLS, EPC>(xs4, sub + LPR * jj, xv);
+#pragma unroll
+            for (int u = 0; u < GU; u++)
+                if (ok[u]) {
+                    ag[u] = fmaf(bf16_to_f32(cg[u].s[jj]), chunk_dot<BITS>(cg[u].q[jj], xv), fmaf(bf16_to_f32(cg[u].b[jj]), xsum, ag[u]));
+                    au[u] = fmaf(bf16_to_f32(cu[u].s[jj]), chunk_dot<BITS>(cu[u].q[jj], xv), fmaf(bf16_to_f32(cu[u].b[jj]), xsum, au[u]));
+                }
+        }
+        int rr[GU];
+        bool okk[GU];
+#pragma unroll
+        for (int u = 0; u < GU; u++) rr[u] = r[u], okk[u] = ok[u];
+        fetch_group(g + GU_WARPS * GU);
 #pragma unroll
         for (int u = 0; u < GU; u++) {
-            float a = ok[u] ? q.dot(cg[u]) : 0.0f, b = ok[u] ? q.dot(cu[u]) : 0.0f;
-            a = Q::reduce(a);
-            b = Q::reduce(b);
-            if (ok[u] && sub == 0) act[(size_t)j * I + r[u]] = silu_f(a) * b;
+            const float a = Q::reduce(ag[u]), b = Q::reduce(au[u]);
+            if (okk[u] && sub == 0) act[(size_t)j * I + rr[u]] = silu_f(a) * b;
         }
     }
 }

@@ -152,6 +152,83 @@ struct qdot {
     }
 };
 
+/* One 16-byte chunk of codes (EPC = 128/BITS of them) dotted with xv[EPC],
+ * without the scale and bias (see qdot::dot for the 4-bit conversion). */
+template <int BITS>
+__device__ __forceinline__ float chunk_dot(const uint4 q, const float *xv) {
+    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+    float d = 0.0f;
+    if constexpr (BITS == 4) {
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const uint32_t t = ((words[k] >> (4 * i)) & 0x000f000fu) | 0x43004300u;
+                d = fmaf(__uint_as_float(t << 16) - 128.0f, xv[k * 8 + i], d);
+                d = fmaf(__uint_as_float(t & 0xffff0000u) - 128.0f, xv[k * 8 + i + 4], d);
+            }
+    } else {
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+#pragma unroll
+            for (int i = 0; i < 32 / BITS; i++)
+                d = fmaf((float)((words[k] >> (BITS * i)) & ((1u << BITS) - 1)), xv[k * (32 / BITS) + i], d);
+    }
+    return d;
+}
+
+/* The activations of one block in shared memory, swizzled: float4 q of
+ * chunk c (EPC values) at q * NCH + c, so lanes reading the same q of
+ * consecutive chunks hit distinct banks.  With norm_w the vector is
+ * RMSNorm(x) * norm_w; block 0 also writes it to xn_out when set.  Every
+ * thread of the block must call this (it has a barrier). */
+template <int COLS, int EPC>
+__device__ __forceinline__ void load_x_smem(const float *__restrict__ x, const float *__restrict__ norm_w, float eps,
+                                            float *xn_out, float4 *xs4, float *scratch) {
+    constexpr int F4 = EPC / 4, NCH = COLS / EPC, NV = COLS / 4;
+    constexpr int PER = (NV + 127) / 128; /* blocks have at least 128 threads */
+    float4 v[PER], wv[PER];
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        const int k = threadIdx.x + i * blockDim.x;
+        if (k < NV) {
+            v[i] = reinterpret_cast<const float4 *>(x)[k];
+            if (norm_w) {
+                wv[i] = reinterpret_cast<const float4 *>(norm_w)[k];
+                ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+            }
+        }
+    }
+    float rr = 1.0f;
+    if (norm_w) rr = rsqrtf(block_sum(ss, scratch) / (float)COLS + eps);
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        const int k = threadIdx.x + i * blockDim.x;
+        if (k < NV) {
+            float4 a = v[i];
+            if (norm_w) a = make_float4(a.x * rr * wv[i].x, a.y * rr * wv[i].y, a.z * rr * wv[i].z, a.w * rr * wv[i].w);
+            xs4[(k % F4) * NCH + k / F4] = a;
+            if (xn_out && blockIdx.x == 0 && blockIdx.y == 0) reinterpret_cast<float4 *>(xn_out)[k] = a;
+        }
+    }
+    __syncthreads();
+}
+
+/* Chunk ch of the swizzled activations into xv[EPC], and its sum. */
+template <int COLS, int EPC>
+__device__ __forceinline__ float x_chunk(const float4 *xs4, int ch, float *xv) {
+    constexpr int F4 = EPC / 4, NCH = COLS / EPC;
+    float s = 0.0f;
+#pragma unroll
+    for (int q = 0; q < F4; q++) {
+        const float4 a = xs4[q * NCH + ch];
+        xv[4 * q] = a.x, xv[4 * q + 1] = a.y, xv[4 * q + 2] = a.z, xv[4 * q + 3] = a.w;
+        s += (a.x + a.y) + (a.z + a.w);
+    }
+    return s;
+}
+
 /* Calls F::template run<BITS, CPL, LPR>(args...) for the instance serving
  * (bits, cols); returns cudaErrorInvalidValue when none does. */
 #define LC_QDOT_DISPATCH(bits, cols, CALL)                                                   \
