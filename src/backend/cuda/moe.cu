@@ -127,7 +127,9 @@ __global__ void __launch_bounds__(WARPS * 32) router_kernel(lc_qmat R, const flo
                                                             int32_t *__restrict__ ids, float *__restrict__ w,
                                                             float *__restrict__ sgate, unsigned *done, const lc_ctrl *ctrl) {
     using Q = qdot<BITS, CPL, LPR>;
-    constexpr int RPW = 32 / LPR;
+    constexpr int RPW = 32 / LPR, EPC = Q::EPC, COLS = Q::COLS;
+    __shared__ float4 xs4[COLS / 4];
+    __shared__ float scratch[32];
     __shared__ bool last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR;
     const int r = (blockIdx.x * WARPS + warp) * RPW + lane / LPR;
@@ -136,9 +138,15 @@ __global__ void __launch_bounds__(WARPS * 32) router_kernel(lc_qmat R, const flo
     lc_pdl_wait();
     lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
-    Q q;
-    q.load_x_rms(h, norm_w, eps, sub, blockIdx.x == 0 && warp == 0 ? xn : nullptr);
-    float acc = r < R.rows ? q.dot(c) : 0.0f;
+    load_x_smem<COLS, EPC>(h, norm_w, eps, xn, xs4, scratch);
+    float acc = 0.0f;
+    if (r < R.rows)
+#pragma unroll
+        for (int j = 0; j < CPL; j++) {
+            float xv[EPC];
+            const float xsum = x_chunk<COLS, EPC>(xs4, sub + LPR * j, xv);
+            acc = fmaf(bf16_to_f32(c.s[j]), chunk_dot<BITS>(c.q[j], xv), fmaf(bf16_to_f32(c.b[j]), xsum, acc));
+        }
     acc = Q::reduce(acc);
     if (r < R.rows && sub == 0) logits[r] = acc;
     __threadfence();
@@ -269,30 +277,13 @@ __global__ void __launch_bounds__(DOWN_WARPS * 32) down_kernel(lc_qmat down, lc_
 #pragma unroll
             for (int jj = 0; jj < CPL; jj++) {
                 const int c = sub + LPR * jj;
-                const uint32_t words[4] = {ch[j].q[jj].x, ch[j].q[jj].y, ch[j].q[jj].z, ch[j].q[jj].w};
-                float d = 0.0f;
                 float xv[EPC];
 #pragma unroll
                 for (int qq = 0; qq < F4; qq++) {
                     const float4 v = xs4[j * NCH * F4 + qq * NCH + c];
                     xv[4 * qq] = v.x, xv[4 * qq + 1] = v.y, xv[4 * qq + 2] = v.z, xv[4 * qq + 3] = v.w;
                 }
-                if constexpr (BITS == 4) { /* bf16 magic pairs, as qdot::dot */
-#pragma unroll
-                    for (int k = 0; k < 4; k++)
-#pragma unroll
-                        for (int i = 0; i < 4; i++) {
-                            const uint32_t t = ((words[k] >> (4 * i)) & 0x000f000fu) | 0x43004300u;
-                            d = fmaf(__uint_as_float(t << 16) - 128.0f, xv[k * 8 + i], d);
-                            d = fmaf(__uint_as_float(t & 0xffff0000u) - 128.0f, xv[k * 8 + i + 4], d);
-                        }
-                } else {
-#pragma unroll
-                    for (int el = 0; el < EPC; el++) {
-                        const uint32_t code = (words[el / (32 / BITS)] >> (BITS * (el % (32 / BITS)))) & ((1u << BITS) - 1);
-                        d = fmaf((float)code, xv[el], d);
-                    }
-                }
+                const float d = chunk_dot<BITS>(ch[j].q[jj], xv);
                 acc = fmaf(bf16_to_f32(ch[j].s[jj]), d, fmaf(bf16_to_f32(ch[j].b[jj]), csum[j * NCH + c], acc));
             }
         }

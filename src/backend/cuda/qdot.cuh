@@ -1,12 +1,11 @@
-/* qdot.cuh — the inner loop of every batch-1 quantised dot product.
+/* qdot.cuh — the pieces of every batch-1 quantised dot product.
  *
  * A row of an MLX affine matrix is read in 16-byte chunks (32 codes at 4 bits,
  * 16 at 8 bits).  LPR lanes share a row, each taking CPL chunks, so a warp
- * works on 32/LPR rows at once; the activations a lane needs are loaded
- * once into registers (xr) together with their per-chunk sums (xs), and
- * reused for every row the warp visits.  Per chunk:
+ * works on 32/LPR rows at once.  The activations sit in shared memory
+ * (load_x_smem), read chunk by chunk (x_chunk) with their sums.  Per chunk:
  *     partial += scale * sum(q_i x_i) + bias * sum(x_i)
- * which is w = scale*q + bias summed without materialising w. */
+ * which is w = scale*q + bias summed without materialising w (chunk_dot). */
 #ifndef LILAC_CUDA_QDOT_CUH
 #define LILAC_CUDA_QDOT_CUH
 
@@ -17,131 +16,24 @@ struct qdot {
     static constexpr int EPC = 128 / BITS;           /* elements per 16-byte chunk */
     static constexpr int CPG = LC_GROUP / EPC;       /* chunks per group */
     static constexpr int COLS = EPC * CPL * LPR;     /* row length this instance serves */
-    float xr[CPL][EPC];
-    float xs[CPL];
-
-    /* x: the activation vector (fp32, COLS values); sub = lane % LPR */
-    __device__ __forceinline__ void load_x(const float *__restrict__ x, int sub) {
-#pragma unroll
-        for (int j = 0; j < CPL; j++) {
-            const float4 *p = reinterpret_cast<const float4 *>(x + (size_t)(sub + LPR * j) * EPC);
-            float s = 0.0f;
-#pragma unroll
-            for (int i = 0; i < EPC / 4; i++) {
-                float4 v = p[i];
-                xr[j][4 * i] = v.x, xr[j][4 * i + 1] = v.y, xr[j][4 * i + 2] = v.z, xr[j][4 * i + 3] = v.w;
-                s += (v.x + v.y) + (v.z + v.w);
-            }
-            xs[j] = s;
-        }
-    }
-
-    /* The same from h normalised on the fly: x = h * rsqrt(mean(h^2) + eps) * w.
-     * The LPR lanes of a row group hold the whole vector between them, so
-     * the sum of squares is a warp reduction over registers: no shared
-     * memory, no block barrier, no second read of h.  When xn_out is set,
-     * the first row group of the calling warp writes x there. */
-    __device__ __forceinline__ void load_x_rms(const float *__restrict__ h, const float *__restrict__ w, float eps, int sub,
-                                               float *xn_out) {
-        float wr[CPL][EPC];
-        float ss = 0.0f;
-#pragma unroll
-        for (int j = 0; j < CPL; j++) {
-            const int base = (sub + LPR * j) * EPC;
-            const float4 *p = reinterpret_cast<const float4 *>(h + base);
-            const float4 *q = reinterpret_cast<const float4 *>(w + base);
-#pragma unroll
-            for (int i = 0; i < EPC / 4; i++) {
-                const float4 v = p[i], g = q[i];
-                xr[j][4 * i] = v.x, xr[j][4 * i + 1] = v.y, xr[j][4 * i + 2] = v.z, xr[j][4 * i + 3] = v.w;
-                wr[j][4 * i] = g.x, wr[j][4 * i + 1] = g.y, wr[j][4 * i + 2] = g.z, wr[j][4 * i + 3] = g.w;
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < CPL; j++)
-#pragma unroll
-            for (int i = 0; i < EPC; i++) ss = fmaf(xr[j][i], xr[j][i], ss);
-        ss = warp_sum(ss) / (float)(32 / LPR); /* every row group summed the whole vector */
-        const float r = rsqrtf(ss / (float)COLS + eps);
-        const bool write = xn_out && (threadIdx.x & 31) < LPR;
-#pragma unroll
-        for (int j = 0; j < CPL; j++) {
-            float s = 0.0f;
-#pragma unroll
-            for (int i = 0; i < EPC; i++) {
-                xr[j][i] = xr[j][i] * r * wr[j][i];
-                s += xr[j][i];
-            }
-            xs[j] = s;
-            if (write) {
-                float4 *o = reinterpret_cast<float4 *>(xn_out + (sub + LPR * j) * EPC);
-#pragma unroll
-                for (int i = 0; i < EPC / 4; i++) o[i] = make_float4(xr[j][4 * i], xr[j][4 * i + 1], xr[j][4 * i + 2], xr[j][4 * i + 3]);
-            }
-        }
-    }
-
     /* What a lane reads of one row: its CPL chunks of codes and their scale
      * and bias.  fetch() only issues loads, so several rows' loads can be in
-     * flight before the first dot() needs them. */
+     * flight before the first chunk_dot() needs them. */
     struct chunk {
         uint4 q[CPL];
         uint16_t s[CPL], b[CPL];
     };
 
-    /* c0: first chunk of the row this instance covers (split-K kernels). */
-    static __device__ __forceinline__ void fetch(const lc_qmat &m, int e, int r, int sub, chunk &c, int c0 = 0) {
+    static __device__ __forceinline__ void fetch(const lc_qmat &m, int e, int r, int sub, chunk &c) {
         const uint4 *w = reinterpret_cast<const uint4 *>(qrow_w(m, e, r));
         const size_t sb = qrow_sb(m, e, r);
 #pragma unroll
         for (int j = 0; j < CPL; j++) {
-            const int k = c0 + sub + LPR * j;
+            const int k = sub + LPR * j;
             c.q[j] = __ldg(w + k);
             c.s[j] = __ldg(m.s + sb + k / CPG);
             c.b[j] = __ldg(m.b + sb + k / CPG);
         }
-    }
-
-    /* This lane's share of the row's dot product (summed over the row's LPR lanes by reduce()).
-     *
-     * 4-bit codes are turned into floats without integer-to-float
-     * conversions (a quarter-rate instruction): (w >> 4k) & 0x000f000f |
-     * 0x43004300 is a pair of bf16 values 128 + q (codes k and k+4 of the
-     * word), each widened to f32 by a shift or a mask; subtracting 128 in
-     * f32 is exact, so the result equals the plain conversion bit for bit. */
-    __device__ __forceinline__ float dot(const chunk &c) const {
-        float acc = 0.0f;
-#pragma unroll
-        for (int j = 0; j < CPL; j++) {
-            const uint32_t words[4] = {c.q[j].x, c.q[j].y, c.q[j].z, c.q[j].w};
-            float d = 0.0f;
-            if constexpr (BITS == 4) {
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        const uint32_t t = ((words[k] >> (4 * i)) & 0x000f000fu) | 0x43004300u;
-                        d = fmaf(__uint_as_float(t << 16) - 128.0f, xr[j][k * 8 + i], d);
-                        d = fmaf(__uint_as_float(t & 0xffff0000u) - 128.0f, xr[j][k * 8 + i + 4], d);
-                    }
-                }
-            } else {
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-#pragma unroll
-                    for (int i = 0; i < 32 / BITS; i++)
-                        d = fmaf((float)((words[k] >> (BITS * i)) & ((1u << BITS) - 1)), xr[j][k * (32 / BITS) + i], d);
-                }
-            }
-            acc = fmaf(bf16_to_f32(c.s[j]), d, fmaf(bf16_to_f32(c.b[j]), xs[j], acc));
-        }
-        return acc;
-    }
-
-    __device__ __forceinline__ float row(const lc_qmat &m, int e, int r, int sub) const {
-        chunk c;
-        fetch(m, e, r, sub, c);
-        return dot(c);
     }
 
     /* Sum over the LPR lanes of a row (xor shuffles stay inside aligned segments). */
@@ -153,7 +45,11 @@ struct qdot {
 };
 
 /* One 16-byte chunk of codes (EPC = 128/BITS of them) dotted with xv[EPC],
- * without the scale and bias (see qdot::dot for the 4-bit conversion). */
+ * without the scale and bias.  4-bit codes become floats without
+ * integer-to-float conversions (a quarter-rate instruction):
+ * (w >> 4k) & 0x000f000f | 0x43004300 is a pair of bf16 values 128 + q (codes
+ * k and k+4 of the word), each widened to f32 by a shift or a mask; taking
+ * 128 back in f32 is exact, so the result equals a plain conversion. */
 template <int BITS>
 __device__ __forceinline__ float chunk_dot(const uint4 q, const float *xv) {
     const uint32_t words[4] = {q.x, q.y, q.z, q.w};
