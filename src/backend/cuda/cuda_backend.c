@@ -143,7 +143,7 @@ static lilac_status check_shapes(const lilac_config *c, lilac_error *e) {
     if (c->head_dim != 32 && c->head_dim != 64 && c->head_dim != 128 && c->head_dim != 256)
         return lilac_fail(e, LILAC_EUNSUPPORTED, "CUDA: no attention kernel for head_dim %d", c->head_dim);
     if ((c->lin_k_dim != 32 && c->lin_k_dim != 64 && c->lin_k_dim != 128) || c->lin_v_dim % 32 ||
-        c->lin_v_dim * (c->lin_k_dim / 32) > 1024 || 2 * c->lin_k_dim + (c->lin_v_heads / c->lin_k_heads) * c->lin_v_dim > 1024)
+        c->lin_v_dim * (c->lin_k_dim / 32) > 512 || 2 * c->lin_k_dim + c->lin_v_dim > 512)
         return lilac_fail(e, LILAC_EUNSUPPORTED, "CUDA: no DeltaNet kernel for head dims %d/%d", c->lin_k_dim, c->lin_v_dim);
     if (c->conv_kernel < 2 || c->conv_kernel > 4)
         return lilac_fail(e, LILAC_EUNSUPPORTED, "CUDA: no conv kernel for %d taps", c->conv_kernel);
@@ -320,7 +320,7 @@ fail:
 static size_t cuda_state_bytes(const lilac_backend *b, int max_ctx) {
     const lilac_config *c = &b->m->cfg;
     size_t kv = 2 * (size_t)max_ctx * c->n_kv_heads * c->head_dim * 2;
-    size_t lin = ((size_t)(c->conv_kernel - 1) * c->conv_dim + (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim) * 4;
+    size_t lin = (2 * (size_t)(c->conv_kernel - 1) * c->conv_dim + (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim) * 4;
     return kv * c->n_attn_layers + lin * c->n_lin_layers + ((size_t)max_ctx + 1) * 4 + sizeof(lc_ctrl);
 }
 
@@ -345,7 +345,7 @@ static void cuda_state_free(lilac_backend *b, lilac_state *s) {
 static void cuda_state_reset(lilac_backend *b, lilac_state *s) {
     const lilac_config *c = &b->m->cfg;
     for (int i = 0; i < c->n_lin_layers; i++) {
-        cudaMemsetAsync(s->conv[i], 0, (size_t)(c->conv_kernel - 1) * c->conv_dim * 4, b->st);
+        cudaMemsetAsync(s->conv[i], 0, 2 * (size_t)(c->conv_kernel - 1) * c->conv_dim * 4, b->st);
         cudaMemsetAsync(s->rec[i], 0, (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim * 4, b->st);
     }
     cudaMemsetAsync(s->ctrl, 0, sizeof(lc_ctrl), b->st);
@@ -369,7 +369,7 @@ static lilac_status cuda_state_new(lilac_backend *b, int max_ctx, lilac_state **
     for (int i = 0; ok && i < c->n_attn_layers; i++)
         ok = cudaMalloc((void **)&s->kc[i], kv) == cudaSuccess && cudaMalloc((void **)&s->vc[i], kv) == cudaSuccess;
     for (int i = 0; ok && i < c->n_lin_layers; i++)
-        ok = cudaMalloc((void **)&s->conv[i], (size_t)(c->conv_kernel - 1) * c->conv_dim * 4) == cudaSuccess &&
+        ok = cudaMalloc((void **)&s->conv[i], 2 * (size_t)(c->conv_kernel - 1) * c->conv_dim * 4) == cudaSuccess &&
              cudaMalloc((void **)&s->rec[i], (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim * 4) == cudaSuccess;
     ok = ok && cudaMalloc((void **)&s->ctrl, sizeof(lc_ctrl)) == cudaSuccess &&
          cudaMalloc((void **)&s->out, ((size_t)max_ctx + 1) * 4) == cudaSuccess &&
@@ -399,7 +399,7 @@ static lilac_status cuda_state_copy(lilac_backend *b, lilac_state *dst, const li
         LC_CHECK(cudaMemcpyAsync(dst->vc[i], src->vc[i], kv, cudaMemcpyDeviceToDevice, b->st));
     }
     for (int i = 0; i < c->n_lin_layers; i++) {
-        LC_CHECK(cudaMemcpyAsync(dst->conv[i], src->conv[i], (size_t)(c->conv_kernel - 1) * c->conv_dim * 4,
+        LC_CHECK(cudaMemcpyAsync(dst->conv[i], src->conv[i], 2 * (size_t)(c->conv_kernel - 1) * c->conv_dim * 4,
                                  cudaMemcpyDeviceToDevice, b->st));
         LC_CHECK(cudaMemcpyAsync(dst->rec[i], src->rec[i], (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim * 4,
                                  cudaMemcpyDeviceToDevice, b->st));

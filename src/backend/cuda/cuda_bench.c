@@ -15,7 +15,7 @@ lilac_status cuda_state_fill_random(lilac_backend *b, lilac_state *s, int n, uin
         LC_CHECK(lc_fill_bf16(s->vc[i], kv, seed + 2 * i + 1, -1.0f, 1.0f, b->st));
     }
     for (int i = 0; i < c->n_lin_layers; i++) {
-        LC_CHECK(lc_fill_f32(s->conv[i], (size_t)(c->conv_kernel - 1) * c->conv_dim, seed + 1000 + i, -0.5f, 0.5f, b->st));
+        LC_CHECK(lc_fill_f32(s->conv[i], 2 * (size_t)(c->conv_kernel - 1) * c->conv_dim, seed + 1000 + i, -0.5f, 0.5f, b->st));
         LC_CHECK(lc_fill_f32(s->rec[i], (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim, seed + 2000 + i, -0.05f,
                              0.05f, b->st));
     }

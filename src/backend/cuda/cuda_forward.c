@@ -80,11 +80,7 @@ lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t
             MARK(PROF_ATTN);
             ctrace(b, "attn_out", l, b->mix, T, H * hd, H * hd);
         } else {
-            LC_CHECK(lc_gdn_conv(&cl->gdn, b->proj, b->ldp, T, s->conv[slot], ctrl, st));
-            MARK(PROF_GDN);
-            ctrace(b, "gdn_conv", l, b->proj, T, C, b->ldp);
-            ctrace(b, "gdn_gates", l, b->proj + C + Vd, T, 2 * Hv, b->ldp);
-            LC_CHECK(lc_gdn_scan(&cl->gdn, b->proj, b->ldp, T, s->rec[slot], b->mix, ctrl, st));
+            LC_CHECK(lc_gdn(&cl->gdn, b->proj, b->ldp, T, s->conv[slot], s->rec[slot], b->mix, ctrl, st));
             MARK(PROF_GDN);
             ctrace(b, "gdn_scan", l, b->mix, T, Vd, Vd);
         }

@@ -84,7 +84,7 @@ struct lilac_backend {
 struct lilac_state {
     int pos, cap;       /* host mirror of ctrl->pos */
     uint16_t **kc, **vc;/* per attention layer: [cap, Hkv, hd] bf16 */
-    float **conv;       /* per DeltaNet layer: [K-1, C] */
+    float **conv;       /* per DeltaNet layer: [2][K-1, C], the buffer in use picked by ctrl->conv_flip */
     float **rec;        /* per DeltaNet layer: [Hv, dk, dv] */
     lc_ctrl *ctrl;      /* device */
     int32_t *out;       /* device ring [cap + 1] of generated ids */

@@ -37,7 +37,8 @@ typedef struct {
     int stop;     /* set when a stop id was generated: later graph replays do nothing */
     int token;    /* the next token to feed (written by argmax / sampling) */
     int max_steps;/* capacity of the output ring */
-    int pad[3];
+    int conv_flip;/* which DeltaNet conv buffer holds the current window (toggled per forward) */
+    int pad[2];
 } lc_ctrl;
 
 /* ---- embedding, norms, elementwise ---------------------------------------- */
@@ -72,15 +73,14 @@ typedef struct {
     const float *dt_bias;    /* [Hv] */
     const float *norm_w;     /* [dv] */
 } lc_gdn_params;
-/* In-place on proj [T, ldp] (= q | k | v | z | b | a): causal conv + SiLU of
- * q|k|v with conv_state [K-1, C], l2-norm of q and k heads (q also scaled
- * by 1/sqrt(dk)), b -> beta, a -> g = -exp(A_log) softplus(a + dt_bias). */
-cudaError_t lc_gdn_conv(const lc_gdn_params *p, float *proj, int ldp, int T, float *conv_state, const lc_ctrl *ctrl,
-                        cudaStream_t st);
-/* The delta-rule recurrence over T tokens with state [Hv, dk, dv] (fp32), then
- * the gated RMSNorm; writes out [T, Hv*dv]. */
-cudaError_t lc_gdn_scan(const lc_gdn_params *p, const float *proj, int ldp, int T, float *state, float *out,
-                        const lc_ctrl *ctrl, cudaStream_t st);
+/* The DeltaNet mixer for T tokens on proj [T, ldp] (= q | k | v | z | b | a,
+ * unchanged): causal conv + SiLU of the channels each value head reads
+ * (window in conv_state [2][K-1, C], double-buffered by ctrl->conv_flip), q
+ * and k l2-normalised (q also scaled by 1/sqrt(dk)), beta = sigmoid(b),
+ * decay = exp(-exp(A_log) softplus(a + dt_bias)), the delta rule on state
+ * [Hv, dk, dv] (fp32), and the gated RMSNorm; writes out [T, Hv*dv]. */
+cudaError_t lc_gdn(const lc_gdn_params *p, const float *proj, int ldp, int T, float *conv_state, float *state, float *out,
+                   const lc_ctrl *ctrl, cudaStream_t st);
 
 /* ---- gated attention ------------------------------------------------------------ */
 typedef struct {
@@ -152,7 +152,7 @@ cudaError_t lc_swiglu(const float *gu, int T, int I, float *y, cudaStream_t st);
 cudaError_t lc_argmax(const float *logits, int V, float *partial, unsigned *done, int32_t *out, const int32_t *stop_ids,
                       int n_stop, int advance_pos, lc_ctrl *ctrl, cudaStream_t st);
 
-/* Control block updates, in stream order: pos += n (after a prefill chunk);
+/* Control block updates, in stream order: pos += n and conv_flip ^= 1 (after a forward);
  * begin a device generation (step = 0, stop = 0, ring capacity); end it
  * (stop = 0, so later forward passes run). */
 cudaError_t lc_ctrl_advance(lc_ctrl *ctrl, int n, cudaStream_t st);

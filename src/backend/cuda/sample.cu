@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(THREADS) argmax_kernel(const float *__restrict
         ctrl->token = idx;
         if (ctrl->step < ctrl->max_steps) out[ctrl->step] = idx;
         ctrl->step++;
-        if (advance_pos) ctrl->pos++;
+        if (advance_pos) ctrl->pos++, ctrl->conv_flip ^= 1; /* a token went through the layers */
         for (int k = 0; k < n_stop; k++)
             if (stop_ids[k] == idx) ctrl->stop = 1;
         if (ctrl->step >= ctrl->max_steps) ctrl->stop = 1;
@@ -79,7 +79,10 @@ extern "C" cudaError_t lc_argmax(const float *logits, int V, float *partial, uns
 }
 
 namespace {
-__global__ void ctrl_advance_kernel(lc_ctrl *ctrl, int n) { ctrl->pos += n; }
+__global__ void ctrl_advance_kernel(lc_ctrl *ctrl, int n) {
+    ctrl->pos += n;
+    ctrl->conv_flip ^= 1;
+}
 __global__ void ctrl_begin_kernel(lc_ctrl *ctrl, int max_steps) {
     ctrl->step = 0;
     ctrl->stop = 0;
