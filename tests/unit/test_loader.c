@@ -114,6 +114,28 @@ static void test_config_tiny(void) {
     lilac_config_free(&c);
 }
 
+/* A flat config (decoder keys at the top level, as text-only saves write
+ * it) loads to the same values as the nested one. */
+static void test_config_flat(void) {
+    const char *flat =
+        "{\"model_type\": \"qwen3_5_moe_text\", \"vocab_size\": 512, \"hidden_size\": 128, \"num_hidden_layers\": 8,"
+        " \"full_attention_interval\": 4, \"num_attention_heads\": 16, \"num_key_value_heads\": 2, \"head_dim\": 32,"
+        " \"linear_conv_kernel_dim\": 4, \"linear_key_head_dim\": 32, \"linear_value_head_dim\": 32,"
+        " \"linear_num_key_heads\": 4, \"linear_num_value_heads\": 8, \"moe_intermediate_size\": 64,"
+        " \"shared_expert_intermediate_size\": 64, \"num_experts\": 16, \"num_experts_per_tok\": 8,"
+        " \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000000.0, \"partial_rotary_factor\": 0.25, \"eos_token_id\": 479}";
+    lilac_config a, b;
+    lilac_error e = {0};
+    CHECK(lilac_config_parse(flat, strlen(flat), "flat.json", &a, &e) == LILAC_OK, "%s", e.msg);
+    CHECK(lilac_config_load(TINY, &b, &e) == LILAC_OK, "%s", e.msg);
+    CHECK(a.hidden == b.hidden && a.n_layers == b.n_layers && a.rotary_dim == b.rotary_dim && a.rope_theta == b.rope_theta &&
+              a.conv_dim == b.conv_dim && a.n_attn_layers == b.n_attn_layers && !memcmp(a.is_attn, b.is_attn, sizeof a.is_attn),
+          "flat and nested configs differ");
+    CHECK(!a.quantized && a.n_eos == 1 && a.eos[0] == 479, "flat: no quantization, eos 479");
+    lilac_config_free(&a);
+    lilac_config_free(&b);
+}
+
 static void test_config_real(void) {
     lilac_config c;
     lilac_error e = {0};
@@ -584,6 +606,7 @@ int main(int argc, char **argv) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/lilac-loader-XXXXXX");
     if (!mkdtemp(tmpdir)) return fprintf(stderr, "mkdtemp failed\n"), 1;
     RUN(test_config_tiny);
+    RUN(test_config_flat);
     RUN(test_config_real);
     RUN(test_config_errors);
     RUN(test_missing_files);
