@@ -316,3 +316,9 @@ int lilac_config_quant_for(const lilac_config *c, const char *module_path, int *
     *group_size = c->q_group_size;
     return 1;
 }
+
+int lilac_config_layer_slot(const lilac_config *c, int layer) {
+    int k = 0;
+    for (int i = 0; i < layer; i++) k += c->is_attn[i] == c->is_attn[layer];
+    return k;
+}

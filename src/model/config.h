@@ -65,6 +65,10 @@ lilac_status lilac_config_parse(const char *json_text, size_t len, const char *w
 lilac_status lilac_config_load(const char *model_dir, lilac_config *c, lilac_error *e);
 void lilac_config_free(lilac_config *c);
 
+/* Index of a layer among the layers of its kind (attention or DeltaNet):
+ * which KV cache or recurrent state it owns in a session. */
+int lilac_config_layer_slot(const lilac_config *c, int layer);
+
 /* Quantisation for a module path: bits and group size from its override, or
  * the defaults.  Returns 0 when the model is not quantized. */
 int lilac_config_quant_for(const lilac_config *c, const char *module_path, int *bits, int *group_size);

@@ -49,3 +49,18 @@ void lilac_matrix_row_f32(const lilac_matrix *m, int e, int r, float *out) {
     }
     }
 }
+
+size_t lilac_model_weight_bytes(const lilac_model *m) {
+    const int tied = m->lm_head.w && m->lm_head.w == m->embed.w;
+    size_t n = lilac_matrix_bytes(&m->embed) + (tied ? 0 : lilac_matrix_bytes(&m->lm_head));
+    for (int i = 0; i < m->cfg.n_layers; i++) {
+        const lilac_layer *ly = &m->layers[i];
+        const lilac_matrix *all[] = {&ly->q_proj,   &ly->k_proj,   &ly->v_proj,  &ly->o_proj,  &ly->in_qkv,  &ly->in_z,
+                                     &ly->in_b,     &ly->in_a,     &ly->out_proj, &ly->router, &ly->exp_gate,
+                                     &ly->exp_up,   &ly->exp_down, &ly->sh_gate, &ly->sh_up,   &ly->sh_down,
+                                     &ly->sh_gate_proj};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+            if (all[k]->rows) n += lilac_matrix_bytes(all[k]); /* the other layer type's views are empty */
+    }
+    return n;
+}

@@ -103,6 +103,9 @@ typedef struct {
  * values (norms 1, decay terms in their usual range). */
 lilac_status lilac_model_synthetic(const lilac_config *c, lilac_model *m, lilac_error *e);
 
+/* Bytes of every matrix (weights + scales + biases): weight_bytes above. */
+size_t lilac_model_weight_bytes(const lilac_model *m);
+
 /* Loads and validates DIR (config.json + safetensors). */
 lilac_status lilac_model_load(const char *dir, lilac_model *m, lilac_error *e);
 void lilac_model_free(lilac_model *m);

@@ -84,15 +84,6 @@ lilac_status lilac_model_synthetic(const lilac_config *c, lilac_model *m, lilac_
     }
 #undef TAKE
 #undef RND
-    m->weight_bytes = lilac_matrix_bytes(&m->embed) + lilac_matrix_bytes(&m->lm_head);
-    for (int l = 0; l < L; l++) {
-        const lilac_layer *ly = &m->layers[l];
-        const lilac_matrix *all[] = {&ly->q_proj, &ly->k_proj,   &ly->v_proj,   &ly->o_proj, &ly->in_qkv, &ly->in_z,
-                                     &ly->in_b,   &ly->in_a,     &ly->out_proj, &ly->router, &ly->exp_gate,
-                                     &ly->exp_up, &ly->exp_down, &ly->sh_gate,  &ly->sh_up,  &ly->sh_down,
-                                     &ly->sh_gate_proj};
-        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
-            if (all[k]->rows) m->weight_bytes += lilac_matrix_bytes(all[k]);
-    }
+    m->weight_bytes = lilac_model_weight_bytes(m);
     return LILAC_OK;
 }

@@ -323,16 +323,7 @@ lilac_status lilac_model_load(const char *dir, lilac_model *m, lilac_error *e) {
         }
     }
 
-    m->weight_bytes = lilac_matrix_bytes(&m->embed) + (m->lm_head.w != m->embed.w ? lilac_matrix_bytes(&m->lm_head) : 0);
-    for (int i = 0; i < c->n_layers; i++) {
-        const lilac_layer *ly = &m->layers[i];
-        const lilac_matrix *all[] = {&ly->q_proj,  &ly->k_proj,   &ly->v_proj,   &ly->o_proj,   &ly->in_qkv,
-                                     &ly->in_z,    &ly->in_b,     &ly->in_a,     &ly->out_proj, &ly->router,
-                                     &ly->exp_gate, &ly->exp_up,  &ly->exp_down, &ly->sh_gate,  &ly->sh_up,
-                                     &ly->sh_down, &ly->sh_gate_proj};
-        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
-            if (all[k]->w) m->weight_bytes += lilac_matrix_bytes(all[k]);
-    }
+    m->weight_bytes = lilac_model_weight_bytes(m);
     return LILAC_OK;
 fail:
     lilac_model_free(m);

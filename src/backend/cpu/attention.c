@@ -92,7 +92,7 @@ void cpu_attention(lilac_backend *b, lilac_state *s, int layer, int T) {
     cpu_matmul(b, &ly->q_proj, 0, b->xn, D, T, b->qg, H * 2 * hd);
     cpu_matmul(b, &ly->k_proj, 0, b->xn, D, T, b->kk, Hkv * hd);
     cpu_matmul(b, &ly->v_proj, 0, b->xn, D, T, b->vv, Hkv * hd);
-    attn_job j = {b, s, ly, cpu_layer_slot(c, layer), T, s->pos};
+    attn_job j = {b, s, ly, lilac_config_layer_slot(c, layer), T, s->pos};
     const int tr = lilac_trace_on();
     if (tr) lilac_trace("attn_qg", layer, b->qg, (size_t)T * H * 2 * hd), lilac_trace("attn_k", layer, b->kk, (size_t)T * Hkv * hd);
     lilac_pool_for(b->pool, T, prep_task, &j);

@@ -69,7 +69,5 @@ void cpu_attention(lilac_backend *b, lilac_state *s, int layer, int T);
 void cpu_deltanet(lilac_backend *b, lilac_state *s, int layer, int T);
 void cpu_moe(lilac_backend *b, int layer, int T);
 
-/* Index of a layer among the attention / DeltaNet layers. */
-int cpu_layer_slot(const lilac_config *c, int layer);
 
 #endif

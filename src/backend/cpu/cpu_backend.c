@@ -8,12 +8,6 @@
 lilac_status cpu_forward(lilac_backend *b, lilac_state *s, const int32_t *ids, int n, const lilac_forward_out *out,
                          lilac_error *e);
 
-int cpu_layer_slot(const lilac_config *c, int layer) {
-    int k = 0;
-    for (int i = 0; i < layer; i++) k += c->is_attn[i] == c->is_attn[layer];
-    return k;
-}
-
 static void cpu_close(lilac_backend *b) {
     if (!b) return;
     lilac_pool_free(b->pool);

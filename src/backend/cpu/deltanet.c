@@ -120,7 +120,7 @@ void cpu_deltanet(lilac_backend *b, lilac_state *s, int layer, int T) {
     cpu_matmul(b, &ly->in_z, 0, b->xn, D, T, b->z, Vd);
     cpu_matmul(b, &ly->in_b, 0, b->xn, D, T, b->ba, 2 * Hv);
     cpu_matmul(b, &ly->in_a, 0, b->xn, D, T, b->ba + Hv, 2 * Hv);
-    gdn_job j = {b, s, ly, cpu_layer_slot(c, layer), T};
+    gdn_job j = {b, s, ly, lilac_config_layer_slot(c, layer), T};
     const int tr = lilac_trace_on();
     if (tr) lilac_trace("gdn_qkv", layer, b->qkv, (size_t)T * C), lilac_trace("gdn_z", layer, b->z, (size_t)T * Vd),
         lilac_trace("gdn_ba", layer, b->ba, (size_t)T * 2 * Hv);

@@ -41,12 +41,6 @@ void lilac_cuda_describe(char *out, size_t cap) {
              p.multiProcessorCount, p.totalGlobalMem / 1073741824.0, n, n == 1 ? "" : "s", drv / 1000, (drv % 1000) / 10);
 }
 
-int cuda_slot(const lilac_config *c, int layer) {
-    int k = 0;
-    for (int i = 0; i < layer; i++) k += c->is_attn[i] == c->is_attn[layer];
-    return k;
-}
-
 static void *dalloc(lilac_backend *b, size_t n, lilac_error *e) {
     void *p = NULL;
     if (b->nallocs == b->capallocs) {

@@ -51,7 +51,7 @@ lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t
     const int C = c->conv_dim, Vd = c->lin_value_dim, Hv = c->lin_v_heads, H = c->n_heads, hd = c->head_dim;
     for (int l = 0; l < c->n_layers; l++) {
         cuda_layer *cl = &b->layers[l];
-        const int slot = cuda_slot(c, l);
+        const int slot = lilac_config_layer_slot(c, l);
         if (T == 1) { /* the input norm runs inside the GEMV */
             LC_CHECK(lc_gemv_rms(&cl->in_proj, b->h, cl->input_norm, c->rms_eps, b->proj, NULL, ctrl, st));
         } else {

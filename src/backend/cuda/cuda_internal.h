@@ -114,7 +114,6 @@ lilac_status cuda_forward(lilac_backend *b, lilac_state *s, const int32_t *ids, 
 lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_params *p, const float *logits_in,
                            lilac_token_cb cb, void *ctx, int32_t *out, int *n_gen, int *n_fed, lilac_finish *why,
                            float *logits_out, lilac_error *e);
-int cuda_slot(const lilac_config *c, int layer);
 /* cuda_bench.c */
 lilac_status cuda_state_fill_random(lilac_backend *b, lilac_state *s, int n, uint64_t seed, lilac_error *e);
 lilac_status cuda_profile(lilac_backend *b, lilac_state *s, lilac_profile *p, lilac_error *e);
