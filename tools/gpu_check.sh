@@ -33,6 +33,6 @@ for s in $steps; do
             $B/lilac bench --synthetic --ctx 4096 -n 8 --warmup 0 --no-profile > "$OUT/ncu.csv" 2>&1
         echo "ncu rc=$?"; grep -c '"' "$OUT/ncu.csv" ;;
     real)
-        $B/tests/test_gpu_backend test_gpu_vs_cpu_real_width 2>&1 | tee "$OUT/test_real.log" ;;
+        $B/tests/test_gpu_backend test_gpu_vs_cpu_real_width test_gpu_long_context_decode 2>&1 | tee "$OUT/test_real.log" ;;
     esac
 done

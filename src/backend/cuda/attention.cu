@@ -173,24 +173,30 @@ __global__ void __launch_bounds__(R * 32) attn_kernel(lc_attn_params p, const fl
     if (lane == 0) out[HD] = m, out[HD + 1] = l;
 }
 
-/* grid (T, H), block of CG groups x hd threads: the split weights
+/* grid (T, H, hd / DS), block of CG groups x DS threads (DS dims per block,
+ * so a decode step has 4 blocks per head pulling partials): the split weights
  * f_s = exp(m_s - M) are computed once into shared memory, then each group
  * sums a share of the splits' partial outputs (independent loads, many in
  * flight) and the groups' sums are added. */
-constexpr int CG = 4;
-__global__ void combine_kernel(lc_attn_params p, const float *__restrict__ part, int nsplit, const float *__restrict__ proj,
-                               int ldp, float *__restrict__ out, const lc_ctrl *ctrl) {
+constexpr int CG = 4, DS_MAX = 64;
+__global__ void combine_kernel(lc_attn_params p, const float *__restrict__ part, int nsplit, int chunk,
+                               const float *__restrict__ proj, int ldp, float *__restrict__ out, const lc_ctrl *ctrl) {
     lc_pdl_wait();
     lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
-    extern __shared__ float sm[]; /* f[nsplit], then partial sums [CG][hd] */
+    int used = nsplit; /* ranges holding keys: lc_attn_decode's split of ceil(n/chunk) chunks */
+    if (chunk > 0) {
+        const int nch = (ctrl->pos + chunk) / chunk, per = (nch + nsplit - 1) / nsplit;
+        used = (nch + per - 1) / per;
+    }
+    extern __shared__ float sm[]; /* f[nsplit], then partial sums [CG][DS] */
     __shared__ float scratch[32], red[2];
     const int t = blockIdx.x, h = blockIdx.y, hd = p.hd, g = h / R, i = h % R, tid = threadIdx.x;
     const float *base = part + (((size_t)t * p.Hkv + g) * nsplit * R + i) * (hd + 2);
     const size_t stride = (size_t)R * (hd + 2);
     float *f = sm, *acc = sm + nsplit;
     float M = -INFINITY;
-    for (int s = tid; s < nsplit; s += blockDim.x) M = fmaxf(M, base[s * stride + hd]);
+    for (int s = tid; s < used; s += blockDim.x) M = fmaxf(M, base[s * stride + hd]);
     M = warp_max(M);
     if ((tid & 31) == 0) scratch[tid >> 5] = M;
     __syncthreads();
@@ -202,22 +208,22 @@ __global__ void combine_kernel(lc_attn_params p, const float *__restrict__ part,
     __syncthreads();
     M = red[0];
     float den = 0.0f;
-    for (int s = tid; s < nsplit; s += blockDim.x) {
+    for (int s = tid; s < used; s += blockDim.x) {
         const float ms = base[s * stride + hd];
         const float fs = ms == -INFINITY ? 0.0f : expf(ms - M); /* an empty key range weighs nothing */
         f[s] = fs;
         den += fs * base[s * stride + hd + 1];
     }
     den = block_sum(den, scratch);
-    const int grp = tid / hd, d = tid % hd;
+    const int DS = hd < DS_MAX ? hd : DS_MAX, grp = tid / DS, dl = tid % DS, d = blockIdx.z * DS + dl;
     float a = 0.0f;
 #pragma unroll 8
-    for (int s = grp; s < nsplit; s += CG) a = fmaf(f[s], base[s * stride + d], a);
-    acc[grp * hd + d] = a;
+    for (int s = grp; s < used; s += CG) a = fmaf(f[s], base[s * stride + d], a);
+    acc[grp * DS + dl] = a;
     __syncthreads();
     if (grp == 0) {
-        float num = acc[d];
-        for (int k = 1; k < CG; k++) num += acc[k * hd + d];
+        float num = acc[dl];
+        for (int k = 1; k < CG; k++) num += acc[k * DS + dl];
         const float gate = proj[(size_t)t * ldp + h * 2 * hd + hd + d];
         out[((size_t)t * p.H + h) * hd + d] = num / den * sigmoid_f(gate);
     }
@@ -245,9 +251,10 @@ extern "C" cudaError_t lc_attn(const lc_attn_params *p, const float *qbuf, const
     }
 }
 
-extern "C" cudaError_t lc_attn_combine(const lc_attn_params *p, const float *part, int T, int nsplit, const float *proj,
-                                       int ldp, float *out, const lc_ctrl *ctrl, cudaStream_t st) {
-    if (p->hd * CG > 1024) return cudaErrorInvalidValue;
-    return lc_launch(combine_kernel, dim3(T, p->H), dim3(p->hd * CG), (size_t)(nsplit + CG * p->hd) * sizeof(float), st, *p,
-                     part, nsplit, proj, ldp, out, ctrl);
+extern "C" cudaError_t lc_attn_combine(const lc_attn_params *p, const float *part, int T, int nsplit, int chunk,
+                                       const float *proj, int ldp, float *out, const lc_ctrl *ctrl, cudaStream_t st) {
+    const int ds = p->hd < DS_MAX ? p->hd : DS_MAX;
+    if (p->hd % ds || (chunk > 0 && T != 1)) return cudaErrorInvalidValue;
+    return lc_launch(combine_kernel, dim3(T, p->H, p->hd / ds), dim3(ds * CG), (size_t)(nsplit + CG * ds) * sizeof(float),
+                     st, *p, part, nsplit, chunk, proj, ldp, out, ctrl);
 }

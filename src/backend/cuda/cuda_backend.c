@@ -231,6 +231,12 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
         free(b);
         return lilac_fail(e, LILAC_EBACKEND, "CUDA: cannot initialise device 0");
     }
+    /* decode attention: one block (of a kv head's key ranges) per SM */
+    b->attn_splits = prop.multiProcessorCount / (c->n_kv_heads > 0 ? c->n_kv_heads : 1);
+    if (b->attn_splits < 1) b->attn_splits = 1;
+    const char *splits = getenv("LILAC_ATTN_SPLITS"); /* tests: force few ranges, so each block walks many chunks */
+    if (splits && atoi(splits) > 0) b->attn_splits = atoi(splits);
+    if (b->attn_splits > LC_NSPLIT) b->attn_splits = LC_NSPLIT;
     int drv = 0;
     cudaDriverGetVersion(&drv);
     snprintf(b->name, sizeof b->name, "%.255s (sm_%d%d, %d SMs, %.0f GiB, driver %d.%d)", prop.name, prop.major, prop.minor,

@@ -71,13 +71,20 @@ lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t
         if (cl->is_attn) {
             lc_attn_params ap = cl->attn;
             ap.cap = s->cap;
-            const int nsplit = T == 1 ? LC_NSPLIT : 1;
-            LC_CHECK(lc_attn_prep(&ap, b->proj, b->ldp, T, b->qbuf, s->kc[slot], s->vc[slot], ctrl, st));
-            MARK(PROF_ATTN);
-            LC_CHECK(lc_attn(&ap, b->qbuf, s->kc[slot], s->vc[slot], T, nsplit, b->part, ctrl, st));
-            MARK(PROF_ATTN);
-            LC_CHECK(lc_attn_combine(&ap, b->part, T, nsplit, b->proj, b->ldp, b->mix, ctrl, st));
-            MARK(PROF_ATTN);
+            if (T == 1 && lc_attn_decode_supported(&ap)) { /* fused prep, tensor cores, split by context length */
+                LC_CHECK(lc_attn_decode(&ap, b->proj, s->kc[slot], s->vc[slot], b->attn_splits, b->part, ctrl, st));
+                MARK(PROF_ATTN);
+                LC_CHECK(lc_attn_combine(&ap, b->part, 1, b->attn_splits, LC_ATTN_CHUNK, b->proj, b->ldp, b->mix, ctrl, st));
+                MARK(PROF_ATTN);
+            } else {
+                const int nsplit = T == 1 ? LC_NSPLIT : 1;
+                LC_CHECK(lc_attn_prep(&ap, b->proj, b->ldp, T, b->qbuf, s->kc[slot], s->vc[slot], ctrl, st));
+                MARK(PROF_ATTN);
+                LC_CHECK(lc_attn(&ap, b->qbuf, s->kc[slot], s->vc[slot], T, nsplit, b->part, ctrl, st));
+                MARK(PROF_ATTN);
+                LC_CHECK(lc_attn_combine(&ap, b->part, T, nsplit, 0, b->proj, b->ldp, b->mix, ctrl, st));
+                MARK(PROF_ATTN);
+            }
             ctrace(b, "attn_out", l, b->mix, T, H * hd, H * hd);
         } else {
             LC_CHECK(lc_gdn(&cl->gdn, b->proj, b->ldp, T, s->conv[slot], s->rec[slot], b->mix, ctrl, st));

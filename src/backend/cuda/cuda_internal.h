@@ -22,7 +22,7 @@
                               __FILE__, __LINE__);                                                            \
     } while (0)
 
-#define LC_NSPLIT 128  /* key ranges per kv head in decode attention */
+#define LC_NSPLIT 128  /* key ranges per kv head in the generic decode attention (lc_attn) */
 #define LC_LOGIT_ROWS 64 /* rows of logits computed per lm_head GEMM in all-logits mode */
 #define LC_MAX_STOP 16
 
@@ -47,6 +47,7 @@ struct lilac_backend {
     char name[384];
     cudaStream_t st;
     int T;             /* max tokens per forward */
+    int attn_splits;   /* key ranges per kv head in decode attention: one block per SM */
     cuda_layer *layers;
     lc_qmat embed, lm_head;
     float *final_norm, *rope_inv;

@@ -98,11 +98,22 @@ cudaError_t lc_attn_prep(const lc_attn_params *p, const float *proj, int ldp, in
 /* Causal attention of T queries (positions ctrl->pos + t) over the cache,
  * split into nsplit key ranges per (token, kv head); partials go to part
  * ([T, Hkv, nsplit, r, hd + 2]) and lc_attn_combine merges them, applies the
- * sigmoid gate from proj and writes out [T, H*hd]. */
+ * sigmoid gate from proj and writes out [T, H*hd].  chunk = 0 merges all
+ * nsplit ranges; chunk > 0 (decode) only those lc_attn_decode filled. */
 cudaError_t lc_attn(const lc_attn_params *p, const float *qbuf, const uint16_t *kc, const uint16_t *vc, int T,
                     int nsplit, float *part, const lc_ctrl *ctrl, cudaStream_t st);
-cudaError_t lc_attn_combine(const lc_attn_params *p, const float *part, int T, int nsplit, const float *proj, int ldp,
-                            float *out, const lc_ctrl *ctrl, cudaStream_t st);
+cudaError_t lc_attn_combine(const lc_attn_params *p, const float *part, int T, int nsplit, int chunk, const float *proj,
+                            int ldp, float *out, const lc_ctrl *ctrl, cudaStream_t st);
+/* Decode (T = 1) in one launch instead of prep + lc_attn: q/k norms, RoPE and
+ * the KV append at ctrl->pos, then attention over the cache on tensor cores,
+ * the n = pos + 1 keys split over at most nsplit ranges per kv head in whole
+ * chunks of LC_ATTN_CHUNK keys (short contexts use fewer).  Then
+ * lc_attn_combine(..., nsplit, LC_ATTN_CHUNK, ...).  Needs H = 8 Hkv and hd
+ * in {32, 64, 128, 256} (lc_attn_decode_supported). */
+#define LC_ATTN_CHUNK 64
+int lc_attn_decode_supported(const lc_attn_params *p);
+cudaError_t lc_attn_decode(const lc_attn_params *p, const float *proj, uint16_t *kc, uint16_t *vc, int nsplit, float *part,
+                           const lc_ctrl *ctrl, cudaStream_t st);
 
 /* ---- MoE ------------------------------------------------------------------------ */
 /* logits [T, E+1] (router | shared gate) -> top-K ids and renormalised
