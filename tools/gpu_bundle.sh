@@ -2,8 +2,9 @@
 # gpu_bundle.sh — builds lilac here for the GPU machine (which has the CUDA
 # toolkit but none of our Debian libraries) and gathers what the run needs in
 # .gpubundle/: the binary, the GPU test binaries, and the shared libraries
-# the binary links that a bare CUDA image may lack.  Carry .gpubundle and run
-# with LD_LIBRARY_PATH=.gpubundle/lib.
+# the binary links that a bare CUDA image may lack, then packs it into
+# .gpubundle.tgz.  Carry .gpubundle.tgz; gpu_check.sh unpacks it and sets
+# LD_LIBRARY_PATH=.gpubundle/lib.
 set -e
 make -j2 BUILD=build/gpu STATIC_DEPS=1 CUDA_ARCH='-gencode arch=compute_90a,code=sm_90a' build/gpu/lilac $(ls tests/unit/test_gpu_*.c | sed "s|tests/unit/\(.*\)\.c|build/gpu/tests/\1|") >/dev/null
 rm -rf .gpubundle
@@ -13,4 +14,7 @@ for t in build/gpu/tests/test_gpu_*; do case "$t" in *.d) ;; *) cp "$t" .gpubund
 ldd build/gpu/lilac | awk '/=> \// {print $3}' | grep -v -E 'libc\.so|libm\.so|libstdc\+\+|libgcc_s|ld-linux' |
     while read -r lib; do cp -L "$lib" .gpubundle/lib/; done
 strip --strip-debug .gpubundle/lilac .gpubundle/tests/* 2>/dev/null || true
-du -sh .gpubundle
+# The working tree and the carried files share a 64 MiB limit: carry the
+# gzipped bundle (about a quarter of the size); gpu_check.sh unpacks it.
+tar -czf .gpubundle.tgz .gpubundle
+du -sh .gpubundle .gpubundle.tgz

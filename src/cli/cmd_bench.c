@@ -10,11 +10,13 @@
  * generated on the device after a warm-up, and one step is profiled by
  * kernel class.  Prints a summary and, with --json FILE, the numbers. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli/args.h"
 #include "cli/cli_engine.h"
+#include "util/err.h"
 
 int bench_tokenizer(int argc, char **argv, const cli_globals *g);
 
@@ -30,10 +32,31 @@ static int count_cb(void *ctx, const lilac_token_info *t) {
     return 0;
 }
 
+/* Times the prefill of an n-token prompt of random ids into a fresh session,
+ * after an untimed one of min(n, 256) tokens (first-use costs). */
+static lilac_status bench_prefill(lilac_engine *eng, int n, int vocab, double *secs, lilac_error *e) {
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    if (!ids) return lilac_fail(e, LILAC_ENOMEM, "prefill ids");
+    uint64_t x = 42;
+    for (int i = 0; i < n; i++) x = x * 6364136223846793005ull + 1442695040888963407ull, ids[i] = (int32_t)((x >> 33) % (uint64_t)vocab);
+    lilac_status st = LILAC_OK;
+    for (int pass = 0; pass < 2 && !st; pass++) {
+        const int len = pass ? n : (n < 256 ? n : 256);
+        lilac_session *s = NULL;
+        if ((st = lilac_session_new(eng, len + 8, &s, e))) break;
+        double t0 = now_s();
+        st = lilac_session_feed(s, ids, len, NULL, 0, e);
+        *secs = now_s() - t0;
+        lilac_session_free(s);
+    }
+    free(ids);
+    return st;
+}
+
 int cmd_bench(int argc, char **argv, const cli_globals *g) {
     if (argc >= 1 && strcmp(argv[0], "tokenizer") == 0) return bench_tokenizer(argc - 1, argv + 1, g);
     const char *model = NULL, *config = "tests/fixtures/qwen36-config", *json_out = NULL;
-    int synthetic = 0, ctx = 4096, n = 128, warmup = 16, no_profile = 0;
+    int synthetic = 0, ctx = 4096, n = 128, warmup = 16, no_profile = 0, prefill = 0, chunk = 0;
     cli_opt opts[] = {
         {"synthetic", 0, CLI_FLAG, &synthetic, NULL, "random weights of the real shapes, generated on the GPU", 0, 0},
         {"config", 0, CLI_STR, &config, "DIR", "config.json for --synthetic (default: the real Qwen3.6-35B-A3B config)", 0, 0},
@@ -42,6 +65,8 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
         {"tokens", 'n', CLI_INT, &n, "N", "tokens to time (default 128)", 1, 1 << 20},
         {"warmup", 0, CLI_INT, &warmup, "N", "tokens generated before timing (default 16)", 0, 1 << 20},
         {"no-profile", 0, CLI_FLAG, &no_profile, NULL, "skip the per-kernel-class profile", 0, 0},
+        {"prefill", 0, CLI_INT, &prefill, "N", "also time the prefill of an N-token prompt (random ids)", 0, 1 << 24},
+        {"chunk", 0, CLI_INT, &chunk, "N", "prefill chunk in tokens (default: the backend's)", 0, 1 << 16},
         {"json", 0, CLI_STR, &json_out, "FILE", "also write the results as JSON", 0, 0},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
@@ -50,7 +75,7 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
     lilac_error e = {0};
     if (cli_parse(argc, argv, opts, nopts, pos, 0, &npos, &help, &e)) return fprintf(stderr, "error: bench: %s\n", e.msg), 2;
     if (help) {
-        printf("Usage: lilac bench (--synthetic | --model DIR) [--ctx N] [-n N] [--warmup N] [--json FILE]\n"
+        printf("Usage: lilac bench (--synthetic | --model DIR) [--ctx N] [-n N] [--warmup N] [--prefill N] [--json FILE]\n"
                "       lilac bench tokenizer --help\n\n"
                "Decode speed at batch 1: tokens/s, ms/token, and the bytes a step must move divided by\n"
                "the step time, as a fraction of the GPU's measured copy bandwidth.\n\nOptions:\n");
@@ -60,7 +85,7 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
     }
     if (!synthetic && !model) return fprintf(stderr, "error: bench: give --synthetic or --model DIR\n"), 2;
     lilac_engine_opts o = {.model_dir = synthetic ? config : model, .backend = g->backend, .threads = g->threads,
-                           .synthetic = synthetic};
+                           .synthetic = synthetic, .chunk = chunk};
     lilac_engine *eng = NULL;
     double t0 = now_s();
     if (lilac_engine_open(&o, &eng, &e)) return cli_error(&e);
@@ -69,6 +94,8 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
     lilac_engine_get_info(eng, &info);
     int rc = 1;
     lilac_session *s = NULL;
+    double prefill_s = 0;
+    if (prefill > 0 && bench_prefill(eng, prefill, info.vocab_size, &prefill_s, &e)) goto fail;
     const int cap = ctx + 1 + warmup + n + 64;
     if (lilac_session_new(eng, cap, &s, &e) || lilac_session_fill_random(s, ctx, 1234, &e)) goto fail;
     lilac_gen_params p = {0};
@@ -96,6 +123,9 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
     printf("device:    %s (backend %s)\n", info.device, info.backend);
     printf("model:     %s, %d layers, %.2f GB of weights, loaded in %.1f s\n",
            synthetic ? "synthetic (random weights, real shapes)" : model, info.n_layers, info.weight_bytes / 1e9, t_load);
+    if (prefill > 0)
+        printf("prefill:   %d tokens in %.3f s, %.0f tokens/s (chunks of %d)\n", prefill, prefill_s, prefill / prefill_s,
+               info.chunk);
     printf("decode:    %d tokens after %d warm-up, context %d\n", got, warmup, ctx);
     printf("speed:     %.1f tokens/s, %.3f ms/token\n", got / dt, dt * 1e3 / got);
     if (have_prof) {
@@ -120,6 +150,7 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
             fprintf(f, "{\"device\": \"%s\", \"synthetic\": %s, \"ctx\": %d, \"tokens\": %d, \"tokens_per_s\": %.2f, "
                        "\"ms_per_token\": %.4f",
                     info.device, synthetic ? "true" : "false", ctx, got, got / dt, dt * 1e3 / got);
+            if (prefill > 0) fprintf(f, ", \"prefill_tokens\": %d, \"prefill_tokens_per_s\": %.1f", prefill, prefill / prefill_s);
             if (have_prof) {
                 fprintf(f, ", \"step_ms\": %.4f, \"kernels\": %d, \"bytes_per_step\": %.0f, \"copy_gbps\": %.1f, \"classes\": {",
                         prof.step_ms, prof.kernels, prof.bytes_per_step, prof.copy_gbps);

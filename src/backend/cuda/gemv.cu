@@ -28,6 +28,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_kernel(lc_qmat W, int mat,
     constexpr int EPC = Q::EPC, COLS = Q::COLS;
     constexpr int RPW = 32 / LPR;            /* rows a warp computes at once */
     __shared__ float4 xs4[COLS / 4];
+    __shared__ float xcs[COLS / EPC];
     __shared__ float scratch[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR;
     const int r0 = blockIdx.x * rows_per_block;
@@ -49,7 +50,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_kernel(lc_qmat W, int mat,
     lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
 
-    load_x_smem<COLS, EPC>(x, norm_w, eps, xn_out, xs4, scratch);
+    load_x_smem<COLS, EPC>(x, norm_w, eps, xn_out, xs4, xcs, scratch);
 
     for (; g * RPW < rows_per_block; g += WARPS * U) {
         float acc[U];
@@ -58,13 +59,10 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_kernel(lc_qmat W, int mat,
 #pragma unroll
         for (int j = 0; j < CPL; j++) {
             float xv[EPC];
-            const float xsum = x_chunk<COLS, EPC>(xs4, sub + LPR * j, xv);
+            const float xsum = x_chunk<COLS, EPC>(xs4, xcs, sub + LPR * j, xv);
 #pragma unroll
             for (int u = 0; u < U; u++)
-                if (ok[u]) {
-                    const float d = chunk_dot<BITS>(c[u].q[j], xv);
-                    acc[u] = fmaf(bf16_to_f32(c[u].s[j]), d, fmaf(bf16_to_f32(c[u].b[j]), xsum, acc[u]));
-                }
+                if (ok[u]) acc[u] = chunk_fma<BITS>(c[u].q[j], xv, c[u].s[j], c[u].b[j], xsum, acc[u]);
         }
         int rr2[U];
         bool okk[U];

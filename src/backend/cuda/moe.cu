@@ -129,6 +129,7 @@ __global__ void __launch_bounds__(WARPS * 32) router_kernel(lc_qmat R, const flo
     using Q = qdot<BITS, CPL, LPR>;
     constexpr int RPW = 32 / LPR, EPC = Q::EPC, COLS = Q::COLS;
     __shared__ float4 xs4[COLS / 4];
+    __shared__ float xcs[COLS / EPC];
     __shared__ float scratch[32];
     __shared__ bool last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR;
@@ -138,14 +139,14 @@ __global__ void __launch_bounds__(WARPS * 32) router_kernel(lc_qmat R, const flo
     lc_pdl_wait();
     lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
-    load_x_smem<COLS, EPC>(h, norm_w, eps, xn, xs4, scratch);
+    load_x_smem<COLS, EPC>(h, norm_w, eps, xn, xs4, xcs, scratch);
     float acc = 0.0f;
     if (r < R.rows)
 #pragma unroll
         for (int j = 0; j < CPL; j++) {
             float xv[EPC];
-            const float xsum = x_chunk<COLS, EPC>(xs4, sub + LPR * j, xv);
-            acc = fmaf(bf16_to_f32(c.s[j]), chunk_dot<BITS>(c.q[j], xv), fmaf(bf16_to_f32(c.b[j]), xsum, acc));
+            const float xsum = x_chunk<COLS, EPC>(xs4, xcs, sub + LPR * j, xv);
+            acc = chunk_fma<BITS>(c.q[j], xv, c.s[j], c.b[j], xsum, acc);
         }
     acc = Q::reduce(acc);
     if (r < R.rows && sub == 0) logits[r] = acc;
@@ -181,6 +182,7 @@ __global__ void __launch_bounds__(GU_WARPS * 32, 4) gate_up_kernel(lc_qmat gate,
     using Q = qdot<BITS, CPL, LPR>;
     constexpr int RPW = 32 / LPR, EPC = Q::EPC, COLS = Q::COLS;
     __shared__ float4 xs4[COLS / 4];
+    __shared__ float xcs[COLS / EPC];
     __shared__ float scratch[32];
     const int j = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR;
     const bool shared_slot = j == K;
@@ -200,7 +202,7 @@ __global__ void __launch_bounds__(GU_WARPS * 32, 4) gate_up_kernel(lc_qmat gate,
     };
     int g = warp * GU;
     fetch_group(g); /* in flight while the activations arrive */
-    load_x_smem<COLS, EPC>(x, nullptr, 0.0f, nullptr, xs4, scratch);
+    load_x_smem<COLS, EPC>(x, nullptr, 0.0f, nullptr, xs4, xcs, scratch);
     for (; g * RPW < rows_per_block; g += GU_WARPS * GU) {
         float ag[GU], au[GU];
 #pragma unroll
@@ -208,12 +210,12 @@ __global__ void __launch_bounds__(GU_WARPS * 32, 4) gate_up_kernel(lc_qmat gate,
 #pragma unroll
         for (int jj = 0; jj < CPL; jj++) {
             float xv[EPC];
-            const float xsum = x_chunk<COLS, EPC>(xs4, sub + LPR * jj, xv);
+            const float xsum = x_chunk<COLS, EPC>(xs4, xcs, sub + LPR * jj, xv);
 #pragma unroll
             for (int u = 0; u < GU; u++)
                 if (ok[u]) {
-                    ag[u] = fmaf(bf16_to_f32(cg[u].s[jj]), chunk_dot<BITS>(cg[u].q[jj], xv), fmaf(bf16_to_f32(cg[u].b[jj]), xsum, ag[u]));
-                    au[u] = fmaf(bf16_to_f32(cu[u].s[jj]), chunk_dot<BITS>(cu[u].q[jj], xv), fmaf(bf16_to_f32(cu[u].b[jj]), xsum, au[u]));
+                    ag[u] = chunk_fma<BITS>(cg[u].q[jj], xv, cg[u].s[jj], cg[u].b[jj], xsum, ag[u]);
+                    au[u] = chunk_fma<BITS>(cu[u].q[jj], xv, cu[u].s[jj], cu[u].b[jj], xsum, au[u]);
                 }
         }
         int rr[GU];
@@ -283,8 +285,7 @@ __global__ void __launch_bounds__(DOWN_WARPS * 32) down_kernel(lc_qmat down, lc_
                     const float4 v = xs4[j * NCH * F4 + qq * NCH + c];
                     xv[4 * qq] = v.x, xv[4 * qq + 1] = v.y, xv[4 * qq + 2] = v.z, xv[4 * qq + 3] = v.w;
                 }
-                const float d = chunk_dot<BITS>(ch[j].q[jj], xv);
-                acc = fmaf(bf16_to_f32(ch[j].s[jj]), d, fmaf(bf16_to_f32(ch[j].b[jj]), csum[j * NCH + c], acc));
+                acc = chunk_fma<BITS>(ch[j].q[jj], xv, ch[j].s[jj], ch[j].b[jj], csum[j * NCH + c], acc);
             }
         }
         acc = Q::reduce(acc);
