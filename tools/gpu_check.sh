@@ -1,13 +1,14 @@
 #!/bin/sh
 # gpu_check.sh — the GPU session's checks, run on the GPU machine from the
-# repository root with .gpubundle carried (see gpu_bundle.sh).  Writes logs
+# repository root with .gpubundle.tgz (or .gpubundle) carried (see gpu_bundle.sh).  Writes logs
 # and benchmark JSON under $OUT.  Steps are chosen by arguments:
-#   env tiny memcheck bench4k bench128k ncu real   (default: all but ncu, in that order)
+#   env tiny memcheck bench4k bench128k ncu real sample   (default: all but ncu, in that order)
 B=.gpubundle
+[ -x $B/lilac ] || tar -xzf $B.tgz || exit 1
 export LD_LIBRARY_PATH=$PWD/$B/lib:$LD_LIBRARY_PATH
 OUT=${OUT:-/tmp/lilac-out}
 mkdir -p "$OUT"
-steps=${*:-env tiny memcheck bench4k bench128k real}
+steps=${*:-env tiny memcheck bench4k bench128k real sample}
 for s in $steps; do
     echo "=== $s"
     case $s in
@@ -34,5 +35,12 @@ for s in $steps; do
         echo "ncu rc=$?"; grep -c '"' "$OUT/ncu.csv" ;;
     real)
         $B/tests/test_gpu_backend test_gpu_vs_cpu_real_width test_gpu_long_context_decode 2>&1 | tee "$OUT/test_real.log" ;;
+    sample)
+        # sampling and logprobs on the device: distributions, exactness, time per token
+        $B/tests/test_gpu_sample 2>&1 | tee "$OUT/test_sample.log"
+        for tool in memcheck racecheck synccheck; do
+            compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_gpu_sample test_smoke > "$OUT/sample_$tool.log" 2>&1
+            echo "sample $tool rc=$?"; grep -E "ERROR SUMMARY|checks" "$OUT/sample_$tool.log"
+        done ;;
     esac
 done

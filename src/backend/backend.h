@@ -64,12 +64,14 @@ typedef struct lilac_backend_ops {
      * tokens go to out[0..*n_gen) and, in order, through cb; the first *n_fed
      * of them were fed to the state (more than the engine strictly needs
      * when the host stopped a device that ran ahead); logits_out receives
-     * the logits after the last fed token.  Returns LILAC_EUNSUPPORTED,
-     * having done nothing, when p asks for what the device path does not do;
-     * the engine then runs its host loop over forward(). */
-    lilac_status (*generate)(lilac_backend *b, lilac_state *s, const lilac_gen_params *p, const float *logits_in,
-                             lilac_token_cb cb, void *ctx, int32_t *out, int *n_gen, int *n_fed, lilac_finish *why,
-                             float *logits_out, lilac_error *e);
+     * the logits after the last fed token.  prompt[0..n_prompt) are the
+     * state's tokens (the repetition penalty's "seen" ids).  Returns
+     * LILAC_EUNSUPPORTED, having done nothing, when p asks for what the
+     * device path does not do; the engine then runs its host loop over
+     * forward(). */
+    lilac_status (*generate)(lilac_backend *b, lilac_state *s, const lilac_gen_params *p, const int32_t *prompt,
+                             int n_prompt, const float *logits_in, lilac_token_cb cb, void *ctx, int32_t *out, int *n_gen,
+                             int *n_fed, lilac_finish *why, float *logits_out, lilac_error *e);
     /* Optional, benchmarks only: s holds n positions of random KV entries
      * and recurrent state (see lilac_session_fill_random). */
     lilac_status (*state_fill_random)(lilac_backend *b, lilac_state *s, int n, uint64_t seed, lilac_error *e);

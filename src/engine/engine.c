@@ -220,7 +220,8 @@ lilac_status lilac_session_generate(lilac_session *s, const lilac_gen_params *p,
         int32_t *out = malloc((size_t)(s->cap + 1) * sizeof *out);
         if (!out) return lilac_fail(e, LILAC_ENOMEM, "generation buffer");
         int n_gen = 0, n_fed = 0, pos = lilac_session_len(s);
-        lilac_status st = s->g->ops->generate(s->g->be, s->st, p, s->logits, cb, ctx, out, &n_gen, &n_fed, why, s->logits, e);
+        lilac_status st = s->g->ops->generate(s->g->be, s->st, p, s->tokens, pos, s->logits, cb, ctx, out, &n_gen, &n_fed, why,
+                                              s->logits, e);
         if (st != LILAC_EUNSUPPORTED) {
             if (n_fed > 0) memcpy(s->tokens + pos, out, (size_t)n_fed * sizeof *out);
             free(out);

@@ -102,14 +102,15 @@ static int collect(void *ctx, const lilac_token_info *t) {
     return 0;
 }
 
-/* greedy on the device (graph loop) and on the host loop (logprobs force it) */
-static void gen(lilac_engine *g, int host_loop, int32_t *out, int *n) {
+/* Greedy on the device: with_logprobs = 0 ends each graph step in argmax,
+ * 1 in the sampler (greedy, with the logprob kernels). */
+static void gen(lilac_engine *g, int with_logprobs, int32_t *out, int *n) {
     lilac_session *s = NULL;
     lilac_error e = {0};
     lilac_gen_params p = {0};
     p.max_tokens = N;
     p.sampling = lilac_sampling_greedy();
-    p.logprobs = host_loop;
+    p.logprobs = with_logprobs;
     lilac_finish why;
     *n = 0;
     if (lilac_session_new(g, P + N + 8, &s, &e) || lilac_session_feed(s, prompt, P, NULL, 0, &e) ||
@@ -119,17 +120,35 @@ static void gen(lilac_engine *g, int host_loop, int32_t *out, int *n) {
     lilac_session_free(s);
 }
 
+/* Greedy on the host: one forward per token, argmax of the returned logits. */
+static void gen_host(lilac_engine *g, int32_t *out, int *n) {
+    lilac_session *s = NULL;
+    lilac_error e = {0};
+    float *row = malloc((size_t)V * sizeof(float));
+    *n = 0;
+    int ok = row && !lilac_session_new(g, P + N + 8, &s, &e) && !lilac_session_feed(s, prompt, P, row, 0, &e);
+    for (int i = 0; ok && i < N; i++) {
+        out[(*n)++] = argmax(row, V);
+        if (i + 1 < N) ok = !lilac_session_feed(s, &out[i], 1, row, 0, &e);
+    }
+    CHECK(ok, "host loop: %s", e.msg);
+    lilac_session_free(s);
+    free(row);
+}
+
 static void test_gpu_generate(void) {
     lilac_error e = {0};
     lilac_engine *g = open_engine(TINY, "cuda", 0, &e);
     REQUIRE(g != NULL, "%s", e.msg);
-    int32_t dev[64], host[64];
-    int nd = 0, nh = 0;
+    int32_t dev[64], samp[64], host[64];
+    int nd = 0, ns = 0, nh = 0;
     gen(g, 0, dev, &nd);
-    gen(g, 1, host, &nh);
-    CHECK(nd == N && nh == N, "generated %d and %d of %d", nd, nh, N);
-    for (int i = 0; i < N && i < nd && i < nh; i++) {
+    gen(g, 1, samp, &ns);
+    gen_host(g, host, &nh);
+    CHECK(nd == N && ns == N && nh == N, "generated %d, %d and %d of %d", nd, ns, nh, N);
+    for (int i = 0; i < N && i < nd && i < ns && i < nh; i++) {
         CHECK(dev[i] == host[i], "device loop and host loop differ at %d: %d vs %d", i, dev[i], host[i]);
+        CHECK(dev[i] == samp[i], "argmax and greedy sampler graphs differ at %d: %d vs %d", i, dev[i], samp[i]);
         if (g_margin[P + i] > 2 * tiny_err)
             CHECK(dev[i] == generated[i], "token %d: %d, golden %d (margin %g)", i, dev[i], generated[i], g_margin[P + i]);
         else if (dev[i] != generated[i])

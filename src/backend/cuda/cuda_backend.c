@@ -205,6 +205,8 @@ static void cuda_close(lilac_backend *b) {
     for (int i = 0; i < b->nallocs; i++) cudaFree(b->allocs[i]);
     if (b->host_logits) cudaFreeHost(b->host_logits);
     if (b->host_ids) cudaFreeHost(b->host_ids);
+    if (b->host_lp) cudaFreeHost(b->host_lp);
+    free(b->host_seen);
     if (b->st) cudaStreamDestroy(b->st);
     free(b->allocs);
     free(b->layers);
@@ -298,9 +300,19 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
         ALLOC(b->amax_done, 1);
         ALLOC(b->moe_done, 1);
         ALLOC(b->stop_ids, LC_MAX_STOP);
+        /* the sampler: one generation at a time per backend, so one set */
+        void *samp = dalloc(b, lc_sampler_bytes(c->vocab_size), e);
+        if (!samp) goto fail;
+        lc_sampler_carve(samp, c->vocab_size, &b->samp);
+        if (!(b->host_seen = malloc((size_t)c->vocab_size))) {
+            lilac_fail(e, LILAC_ENOMEM, "sampler bitmap");
+            goto fail;
+        }
         if (cudaMemset(b->amax_done, 0, sizeof(unsigned)) != cudaSuccess || cudaMemset(b->moe_done, 0, sizeof(unsigned)) != cudaSuccess ||
+            lc_sampler_clear(&b->samp, b->st) != cudaSuccess ||
             cudaMallocHost((void **)&b->host_logits, (size_t)LC_LOGIT_ROWS * c->vocab_size * sizeof(float)) != cudaSuccess ||
-            cudaMallocHost((void **)&b->host_ids, (size_t)T * sizeof(int32_t)) != cudaSuccess) {
+            cudaMallocHost((void **)&b->host_ids, (size_t)T * sizeof(int32_t)) != cudaSuccess ||
+            cudaMallocHost((void **)&b->host_lp, LC_LP_RING * sizeof(lc_tokinfo)) != cudaSuccess) {
             lilac_fail(e, LILAC_ENOMEM, "CUDA pinned host buffers");
             goto fail;
         }

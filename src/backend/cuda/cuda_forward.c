@@ -4,14 +4,19 @@
  *   T > 1  (prefill chunk): tiled GEMMs, grouped expert GEMMs, T-token scans;
  *   T == 1 (decode step):   GEMVs and the fused batch-1 MoE kernels.
  * The decode step is captured once per state as a CUDA graph: the token it
- * feeds is read from the state's control block, the argmax at its end writes
- * the next one there, so the host only replays the graph and reads finished
- * ids from a ring, asynchronously. */
+ * feeds is read from the state's control block, the argmax (or the sampler,
+ * sample_topk.cu) at its end writes the next one there, so the host only
+ * replays the graph and reads finished ids (and logprobs) from rings,
+ * asynchronously. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_internal.h"
+#include "engine/sample.h"
 #include "util/trace.h"
+
+_Static_assert(LC_LP_TOP == LILAC_MAX_TOP_LOGPROBS, "the logprob ring holds every alternative the API allows");
 
 /* LILAC_TRACE=1: summaries of intermediates in the CPU backend's layouts
  * (rows x cols taken with row stride ld), for diffing against it. */
@@ -173,29 +178,36 @@ lilac_status cuda_forward(lilac_backend *b, lilac_state *s, const int32_t *ids, 
 /* ---- generation on the device ------------------------------------------------ */
 
 /* The whole decode step: feed ctrl->token at ctrl->pos, choose the next
- * token by argmax, advance ctrl. */
-lilac_status cuda_enqueue_step(lilac_backend *b, lilac_state *s, int n_stop, cuda_prof *prof, lilac_error *e) {
+ * token (argmax, or the sampler for CUDA_STEP_SAMPLE), advance ctrl. */
+lilac_status cuda_enqueue_step_mode(lilac_backend *b, lilac_state *s, int n_stop, int mode, cuda_prof *prof, lilac_error *e) {
     const lilac_config *c = &b->m->cfg;
     const cudaStream_t st = b->st;
     lilac_status rc = cuda_enqueue_layers(b, s, &s->ctrl->token, 1, prof, e);
     if (rc) return rc;
     LC_CHECK(lc_gemv_rms(&b->lm_head, b->h, b->final_norm, c->rms_eps, b->logits, NULL, s->ctrl, st));
     MARK(PROF_HEAD);
-    LC_CHECK(lc_argmax(b->logits, c->vocab_size, b->amax_part, b->amax_done, s->out, b->stop_ids, n_stop, 1, s->ctrl, st));
+    if (mode & CUDA_STEP_SAMPLE)
+        LC_CHECK(lc_sample(b->logits, &b->samp, (mode & CUDA_STEP_LOGPROBS) != 0, s->out, b->stop_ids, n_stop, 1, s->ctrl, st));
+    else
+        LC_CHECK(lc_argmax(b->logits, c->vocab_size, b->amax_part, b->amax_done, s->out, b->stop_ids, n_stop, 1, s->ctrl, st));
     MARK(PROF_HEAD);
     return LILAC_OK;
 }
 
-/* The decode step captured once per state (and stop-id count), replayed per token. */
-lilac_status cuda_capture_step(lilac_backend *b, lilac_state *s, int n_stop, lilac_error *e) {
+lilac_status cuda_enqueue_step(lilac_backend *b, lilac_state *s, int n_stop, cuda_prof *prof, lilac_error *e) {
+    return cuda_enqueue_step_mode(b, s, n_stop, CUDA_STEP_ARGMAX, prof, e);
+}
+
+/* The decode step captured once per state (and stop-id count and mode), replayed per token. */
+lilac_status cuda_capture_step_mode(lilac_backend *b, lilac_state *s, int n_stop, int mode, lilac_error *e) {
     if (s->graph) {
-        if (s->graph_stops == n_stop) return LILAC_OK;
+        if (s->graph_stops == n_stop && s->graph_mode == mode) return LILAC_OK;
         cudaGraphExecDestroy(s->graph);
         s->graph = NULL;
     }
     cudaGraph_t g;
     LC_CHECK(cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
-    lilac_status st = cuda_enqueue_step(b, s, n_stop, NULL, e);
+    lilac_status st = cuda_enqueue_step_mode(b, s, n_stop, mode, NULL, e);
     cudaError_t err = cudaStreamEndCapture(b->st, &g);
     if (st) {
         if (!err) cudaGraphDestroy(g);
@@ -206,23 +218,59 @@ lilac_status cuda_capture_step(lilac_backend *b, lilac_state *s, int n_stop, lil
     cudaGraphDestroy(g);
     if (err) return lilac_fail(e, LILAC_EBACKEND, "CUDA: graph instantiation failed: %s", cudaGetErrorString(err));
     s->graph_stops = n_stop;
+    s->graph_mode = mode;
     return LILAC_OK;
 }
 
-enum { LOOKAHEAD = 4, EVENTS = 8 };
+lilac_status cuda_capture_step(lilac_backend *b, lilac_state *s, int n_stop, lilac_error *e) {
+    return cuda_capture_step_mode(b, s, n_stop, CUDA_STEP_ARGMAX, e);
+}
 
-lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_params *p, const float *logits_in,
-                           lilac_token_cb cb, void *ctx, int32_t *out, int *n_gen, int *n_fed, lilac_finish *why,
-                           float *logits_out, lilac_error *e) {
+/* The sampler's parameters for p (the host sampler's rules, sample.c). */
+static void samp_params(const lilac_gen_params *p, int V, lc_samp_params *o) {
+    const lilac_sampling *sp = &p->sampling;
+    memset(o, 0, sizeof *o);
+    o->greedy = !(sp->temperature > 0);
+    o->inv_t = o->greedy ? 1.0f : 1.0f / sp->temperature;
+    o->log_min_p = sp->min_p > 0 ? logf(sp->min_p) : -INFINITY;
+    o->top_k = sp->top_k;
+    o->top_p = sp->top_p;
+    o->rep = sp->repetition_penalty;
+    o->freq = sp->frequency_penalty;
+    o->pres = sp->presence_penalty;
+    int n = p->top_logprobs < LC_LP_TOP ? p->top_logprobs : LC_LP_TOP;
+    o->n_top = n < V ? n : V;
+    lilac_rng r;
+    lilac_rng_seed(&r, sp->seed);
+    memcpy(o->rng, r.s, sizeof o->rng);
+}
+
+/* Copies the id (and logprobs) of step i from the device rings to the host's. */
+static cudaError_t read_back(lilac_backend *b, lilac_state *s, int i, int lp) {
+    cudaError_t err = cudaMemcpyAsync(s->host_out + i, s->out + i, sizeof(int32_t), cudaMemcpyDeviceToHost, b->st);
+    if (!err && lp)
+        err = cudaMemcpyAsync(b->host_lp + i % LC_LP_RING, b->samp.lp + i % LC_LP_RING, sizeof(lc_tokinfo),
+                              cudaMemcpyDeviceToHost, b->st);
+    return err;
+}
+
+enum { LOOKAHEAD = 4, EVENTS = 8 };
+_Static_assert(LC_LP_RING > LOOKAHEAD, "a logprob slot is read back before a later step reuses it");
+
+lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_params *p, const int32_t *prompt, int n_prompt,
+                           const float *logits_in, lilac_token_cb cb, void *ctx, int32_t *out, int *n_gen, int *n_fed,
+                           lilac_finish *why, float *logits_out, lilac_error *e) {
     const lilac_config *c = &b->m->cfg;
     const int V = c->vocab_size;
     *n_gen = *n_fed = 0;
     *why = LILAC_FINISH_LENGTH;
-    /* The device path is greedy; sampling, penalties and logprobs go through the host loop. */
+    /* Greedy without penalties or logprobs ends the step in argmax; anything
+     * else in the sampler (its parameters are device memory, set below). */
     const lilac_sampling *sp = &p->sampling;
-    if (sp->temperature > 0 || sp->repetition_penalty != 1.0f || sp->presence_penalty != 0 || sp->frequency_penalty != 0 ||
-        p->logprobs || p->top_logprobs)
-        return LILAC_EUNSUPPORTED;
+    const int lp = p->logprobs || p->top_logprobs;
+    const int rep_on = sp->repetition_penalty > 0 && sp->repetition_penalty != 1.0f;
+    const int sampled = sp->temperature > 0 || rep_on || sp->presence_penalty != 0 || sp->frequency_penalty != 0 || lp;
+    const int mode = (sampled ? CUDA_STEP_SAMPLE : CUDA_STEP_ARGMAX) | (lp ? CUDA_STEP_LOGPROBS : 0);
     int32_t stops[LC_MAX_STOP];
     int n_stop = 0;
     if (p->stop_at_eos)
@@ -236,26 +284,38 @@ lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_par
     /* each generated token but the last is fed: capacity bounds the count */
     if (max_tokens > s->cap - s->pos + 1) max_tokens = s->cap - s->pos + 1;
     const int pos0 = s->pos;
-    lilac_status st = cuda_capture_step(b, s, n_stop, e);
+    lilac_status st = cuda_capture_step_mode(b, s, n_stop, mode, e);
     if (st) return st;
     if (n_stop) LC_CHECK(cudaMemcpyAsync(b->stop_ids, stops, (size_t)n_stop * sizeof *stops, cudaMemcpyHostToDevice, b->st));
     memcpy(b->host_logits, logits_in, (size_t)V * sizeof(float));
     LC_CHECK(cudaMemcpyAsync(b->logits, b->host_logits, (size_t)V * sizeof(float), cudaMemcpyHostToDevice, b->st));
     LC_CHECK(lc_ctrl_begin(s->ctrl, max_tokens, b->st));
-    /* token 0 from the prompt's logits (the prompt is already fed) */
-    LC_CHECK(lc_argmax(b->logits, V, b->amax_part, b->amax_done, s->out, b->stop_ids, n_stop, 0, s->ctrl, b->st));
+    if (sampled) {
+        lc_samp_params sprm;
+        samp_params(p, V, &sprm);
+        if (rep_on) {
+            memset(b->host_seen, 0, (size_t)V);
+            for (int i = 0; i < n_prompt; i++)
+                if (prompt[i] >= 0 && prompt[i] < V) b->host_seen[prompt[i]] = 1;
+        }
+        LC_CHECK(lc_sampler_begin(&b->samp, &sprm, rep_on ? b->host_seen : NULL, b->st));
+        /* token 0 from the prompt's logits (the prompt is already fed) */
+        LC_CHECK(lc_sample(b->logits, &b->samp, lp, s->out, b->stop_ids, n_stop, 0, s->ctrl, b->st));
+    } else {
+        LC_CHECK(lc_argmax(b->logits, V, b->amax_part, b->amax_done, s->out, b->stop_ids, n_stop, 0, s->ctrl, b->st));
+    }
 
     cudaEvent_t ev[EVENTS];
     for (int i = 0; i < EVENTS; i++) LC_CHECK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
     int launched = 1, delivered = 0; /* tokens enqueued / handed to the caller */
-    LC_CHECK(cudaMemcpyAsync(s->host_out, s->out, sizeof(int32_t), cudaMemcpyDeviceToHost, b->st));
+    LC_CHECK(read_back(b, s, 0, lp));
     LC_CHECK(cudaEventRecord(ev[0], b->st));
     int stopped = 0;
     while (delivered < launched) {
         /* keep up to LOOKAHEAD steps queued ahead of the host */
         while (!stopped && launched < max_tokens && launched - delivered < LOOKAHEAD) {
             LC_CHECK(cudaGraphLaunch(s->graph, b->st));
-            LC_CHECK(cudaMemcpyAsync(s->host_out + launched, s->out + launched, sizeof(int32_t), cudaMemcpyDeviceToHost, b->st));
+            LC_CHECK(read_back(b, s, launched, lp));
             LC_CHECK(cudaEventRecord(ev[launched % EVENTS], b->st));
             launched++;
         }
@@ -263,6 +323,13 @@ lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_par
         lilac_token_info t = {0};
         t.id = s->host_out[delivered];
         t.index = delivered;
+        if (lp) {
+            const lc_tokinfo *ti = &b->host_lp[delivered % LC_LP_RING];
+            t.logprob = ti->logprob;
+            t.n_top = ti->n_top > 0 && ti->n_top <= LC_LP_TOP ? ti->n_top : 0;
+            memcpy(t.top_ids, ti->top_ids, (size_t)t.n_top * sizeof *t.top_ids);
+            memcpy(t.top_logprobs, ti->top_logprobs, (size_t)t.n_top * sizeof *t.top_logprobs);
+        }
         out[delivered++] = t.id;
         int is_stop = 0;
         for (int k = 0; k < n_stop; k++) is_stop |= stops[k] == t.id;

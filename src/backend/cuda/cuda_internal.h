@@ -80,6 +80,9 @@ struct lilac_backend {
     int32_t *stop_ids; /* [LC_MAX_STOP] */
     float *host_logits;/* pinned [LC_LOGIT_ROWS, V] */
     int32_t *host_ids; /* pinned [T] */
+    lc_sampler samp;   /* device sampler: parameters, penalty counts, scratch, logprob ring */
+    uint8_t *host_seen;/* [V] prompt ids as a bitmap, uploaded at a generation's start */
+    lc_tokinfo *host_lp; /* pinned [LC_LP_RING] logprobs read back per step */
 };
 
 struct lilac_state {
@@ -93,7 +96,13 @@ struct lilac_state {
     lc_ctrl *host_ctrl; /* pinned */
     cudaGraphExec_t graph; /* the decode step, captured on first use */
     int graph_stops;    /* stop-id count the graph was captured with */
+    int graph_mode;     /* CUDA_STEP_* flags the graph was captured with */
 };
+
+/* How a decode step chooses its token: argmax, or the sampler (with the
+ * logprob kernels when CUDA_STEP_LOGPROBS).  Part of the graph's key; the
+ * sampling parameters are not (they live in device memory). */
+enum { CUDA_STEP_ARGMAX = 0, CUDA_STEP_SAMPLE = 1, CUDA_STEP_LOGPROBS = 2 };
 
 /* Kernel classes of the decode-step profile. */
 enum { PROF_START = -1, PROF_NORM, PROF_GEMV, PROF_MOE, PROF_GDN, PROF_ATTN, PROF_HEAD, PROF_NCLASS };
@@ -108,13 +117,16 @@ void cuda_prof_mark(cuda_prof *p, int cls, cudaStream_t st);
 /* cuda_forward.c */
 lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t *d_ids, int T, cuda_prof *prof,
                                  lilac_error *e);
+/* The decode step ending in argmax (as benchmarked), or in the given mode. */
 lilac_status cuda_enqueue_step(lilac_backend *b, lilac_state *s, int n_stop, cuda_prof *prof, lilac_error *e);
 lilac_status cuda_capture_step(lilac_backend *b, lilac_state *s, int n_stop, lilac_error *e);
+lilac_status cuda_enqueue_step_mode(lilac_backend *b, lilac_state *s, int n_stop, int mode, cuda_prof *prof, lilac_error *e);
+lilac_status cuda_capture_step_mode(lilac_backend *b, lilac_state *s, int n_stop, int mode, lilac_error *e);
 lilac_status cuda_forward(lilac_backend *b, lilac_state *s, const int32_t *ids, int n, const lilac_forward_out *out,
                           lilac_error *e);
-lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_params *p, const float *logits_in,
-                           lilac_token_cb cb, void *ctx, int32_t *out, int *n_gen, int *n_fed, lilac_finish *why,
-                           float *logits_out, lilac_error *e);
+lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_params *p, const int32_t *prompt, int n_prompt,
+                           const float *logits_in, lilac_token_cb cb, void *ctx, int32_t *out, int *n_gen, int *n_fed,
+                           lilac_finish *why, float *logits_out, lilac_error *e);
 /* cuda_bench.c */
 lilac_status cuda_state_fill_random(lilac_backend *b, lilac_state *s, int n, uint64_t seed, lilac_error *e);
 lilac_status cuda_profile(lilac_backend *b, lilac_state *s, lilac_profile *p, lilac_error *e);

@@ -163,6 +163,75 @@ cudaError_t lc_swiglu(const float *gu, int T, int I, float *y, cudaStream_t st);
 cudaError_t lc_argmax(const float *logits, int V, float *partial, unsigned *done, int32_t *out, const int32_t *stop_ids,
                       int n_stop, int advance_pos, lc_ctrl *ctrl, cudaStream_t st);
 
+/* Sampling and logprobs on the device (sample_topk.cu, sample_logprobs.cu),
+ * the same rules as the host sampler (src/engine/sample.h): penalties,
+ * temperature (0 = argmax, ties to the lowest id), min_p, top_k (ties to the
+ * lower id), top_p over the renormalised survivors, one xoshiro256** draw.
+ * The distribution is the host's; the order in which the draw walks the
+ * candidates is by id, not by probability, so sampled ids match the host's
+ * exactly only when top_k and top_p are off. */
+#define LC_LP_TOP 20  /* = LILAC_MAX_TOP_LOGPROBS */
+#define LC_LP_RING 16 /* logprob slots: step s writes slot s % LC_LP_RING */
+
+/* Written by the host before a generation (lc_sampler_begin); only rng
+ * changes on the device, so one captured graph serves any parameters. */
+typedef struct {
+    int greedy;       /* temperature 0: argmax of the penalised logits, no draw */
+    float inv_t;      /* 1.0f / temperature, rounded on the host as sample.c does */
+    float log_min_p;  /* logf(min_p); -inf when min_p is 0 */
+    int top_k;        /* 0 = off */
+    float top_p;      /* 1 = off */
+    float rep;        /* repetition penalty over seen ids; 1 = off */
+    float freq, pres; /* frequency / presence penalties over generated ids; 0 = off */
+    int n_top;        /* logprob alternatives, 0..LC_LP_TOP (at most the vocabulary) */
+    int pad;
+    uint64_t rng[4];  /* xoshiro256** state as lilac_rng_seed leaves it; one draw per sampled token */
+} lc_samp_params;
+
+/* One step's logprobs: log-softmax of the raw logits. */
+typedef struct {
+    float logprob;    /* of the chosen id */
+    int n_top;
+    int32_t top_ids[LC_LP_TOP];
+    float top_logprobs[LC_LP_TOP];
+} lc_tokinfo;
+
+typedef struct lc_samp_work lc_samp_work; /* scalars passed between the sampler's kernels */
+
+/* The sampler's device memory (one block, see lc_sampler_carve); one
+ * generation at a time uses it. */
+typedef struct {
+    int V;
+    lc_samp_params *params; /* [1] */
+    lc_samp_work *work;     /* [1] */
+    float *w;               /* [V] penalised, scaled logits of the current step */
+    int32_t *counts;        /* [V] occurrences in the generated text */
+    uint8_t *seen;          /* [V] 1 when the id is in the prompt or the generated text */
+    int32_t *cand;          /* [V] candidate ids (selection scratch) */
+    lc_tokinfo *lp;         /* [LC_LP_RING] logprobs, per step */
+} lc_sampler;
+
+/* Bytes of device memory a sampler for V tokens needs; carve lays it out
+ * from base (cudaMalloc alignment); clear zeroes it once before first use. */
+size_t lc_sampler_bytes(int V);
+void lc_sampler_carve(void *base, int V, lc_sampler *s);
+cudaError_t lc_sampler_clear(const lc_sampler *s, cudaStream_t st);
+/* Starts a generation: uploads p, zeroes the counts, and sets seen from
+ * seen_host ([V] bytes, host memory) or zeroes it when NULL. */
+cudaError_t lc_sampler_begin(const lc_sampler *s, const lc_samp_params *p, const uint8_t *seen_host, cudaStream_t st);
+/* Chooses the next id from logits [V] under s->params and, like lc_argmax,
+ * writes it to ctrl->token and out[ctrl->step], sets ctrl->stop on a stop id
+ * or a full ring, advances ctrl->step (and ctrl->pos when advance_pos), and
+ * counts the id for the penalties.  With logprobs, slot ctrl->step %
+ * LC_LP_RING of s->lp receives the step's logprobs.  Several launches; no
+ * host work, so it can be captured in the decode graph. */
+cudaError_t lc_sample(const float *logits, const lc_sampler *s, int logprobs, int32_t *out, const int32_t *stop_ids,
+                      int n_stop, int advance_pos, lc_ctrl *ctrl, cudaStream_t st);
+/* The logprob half of lc_sample (sample_logprobs.cu): log-sum-exp of the raw
+ * logits and the n_top best ids into slot ctrl->step % LC_LP_RING; the
+ * chosen id's logprob is written when it is chosen. */
+cudaError_t lc_sample_logprobs(const float *logits, const lc_sampler *s, lc_ctrl *ctrl, cudaStream_t st);
+
 /* Control block updates, in stream order: pos += n and conv_flip ^= 1 (after a forward);
  * begin a device generation (step = 0, stop = 0, ring capacity); end it
  * (stop = 0, so later forward passes run). */
