@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,7 +41,7 @@ typedef enum { R_UNKNOWN, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH } route;
 typedef struct {
     route r;
     lilac_buf body;
-    size_t too_big; /* bytes dropped after the body went over the limit */
+    size_t too_big; /* bytes dropped after the body went over the limit (+1 when announced too large) */
     int answered; /* a response was queued before the body was read */
 } conn_req;
 
@@ -329,10 +330,20 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             ret = reply_err(c, &e), rq->answered = 1;
         } else {
             const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-            if (cl && strtoull(cl, NULL, 10) > srv->o.max_body) {
-                char msg[200];
-                snprintf(msg, sizeof msg, "the body is larger than the limit of %zu bytes (--max-body)", srv->o.max_body);
-                ret = reply_simple(c, 413, "request_too_large", msg), rq->answered = 1;
+            const unsigned long long len = cl ? strtoull(cl, NULL, 10) : 0;
+            if (len > srv->o.max_body) {
+                /* Answer at once when the client waits for "100 Continue" or
+                 * the body is huge; otherwise read and drop the body first,
+                 * so that a client still sending is not cut off before it
+                 * can read the 413 (a close with unread data resets). */
+                const char *ex = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Expect");
+                if ((ex && !strcasecmp(ex, "100-continue")) || len > DISCARD_MAX) {
+                    char msg[200];
+                    snprintf(msg, sizeof msg, "the body is larger than the limit of %zu bytes (--max-body)", srv->o.max_body);
+                    ret = reply_simple(c, 413, "request_too_large", msg), rq->answered = 1;
+                } else {
+                    rq->too_big = 1;
+                }
             }
         }
         return ret;
