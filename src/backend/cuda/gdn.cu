@@ -21,9 +21,6 @@ template <int K, int DK>
 __global__ void __launch_bounds__(512) gdn_kernel(lc_gdn_params p, const float *__restrict__ proj, int ldp, int T,
                                                   float *__restrict__ conv_state, float *__restrict__ state,
                                                   float *__restrict__ out, const lc_ctrl *ctrl) {
-    lc_pdl_wait();
-    lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
     constexpr int SPLIT = DK / 32, HK = 32;
     __shared__ float qs[DK], ks[DK], vs[1024], gate[2], scratch[32];
     const int h = blockIdx.x, tid = threadIdx.x, dv = p.dv, r = p.Hv / p.Hk, kh = h / r;
@@ -51,6 +48,12 @@ __global__ void __launch_bounds__(512) gdn_kernel(lc_gdn_params p, const float *
 #pragma unroll
     for (int k = 0; k < HK; k++) s[k] = col ? S[(size_t)k * dv + v] : 0.0f;
     const float nw = col ? p.norm_w[v] : 0.0f, qscale = rsqrtf((float)DK);
+    /* Everything above (weights, the conv window and the state, last written
+     * by this layer's previous step) was loaded while the predecessor, the
+     * projection that writes proj, drained. */
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
+    if (LC_STOPPED(ctrl)) return;
 
     for (int t = 0; t < T; t++) {
         const float *row = proj + (size_t)t * ldp;

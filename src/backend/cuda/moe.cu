@@ -176,18 +176,22 @@ __global__ void __launch_bounds__(GU_WARPS * 32, 4) gate_up_kernel(lc_qmat gate,
                                                                    const int32_t *__restrict__ ids, int K,
                                                                    const float *__restrict__ x, float *__restrict__ act,
                                                                    int rows_per_block, const lc_ctrl *ctrl) {
-    lc_pdl_wait();
-    lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    /* the routed slots need the router's ids (the predecessor); the shared
+     * expert's weights are requested while the router drains */
+    const bool shared_slot = blockIdx.y == K;
+    if (!shared_slot) lc_pdl_wait();
+    /* A compiler barrier on every path: otherwise the load of ids[j] below,
+     * needed only when the wait ran, may be made unconditional and hoisted
+     * above the conditional wait (it was: stale ids, wrong experts). */
+    asm volatile("" ::: "memory");
     using Q = qdot<BITS, CPL, LPR>;
     constexpr int RPW = 32 / LPR, EPC = Q::EPC, COLS = Q::COLS;
     __shared__ float4 xs4[COLS / 4];
     __shared__ float xcs[COLS / EPC];
     __shared__ float scratch[32];
     const int j = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR;
-    const bool shared_slot = j == K;
     const lc_qmat G = shared_slot ? sgate_m : gate, U = shared_slot ? sup_m : up; /* by value: no local copies */
-    const int e = shared_slot ? 0 : ids[j], I = G.rows;
+    const int e = shared_slot ? 0 : __ldcg(ids + j), I = G.rows;
     const int r0 = blockIdx.x * rows_per_block;
     typename Q::chunk cg[GU], cu[GU];
     int r[GU];
@@ -202,6 +206,9 @@ __global__ void __launch_bounds__(GU_WARPS * 32, 4) gate_up_kernel(lc_qmat gate,
     };
     int g = warp * GU;
     fetch_group(g); /* in flight while the activations arrive */
+    if (shared_slot) lc_pdl_wait();
+    lc_pdl_launch_dependents();
+    if (LC_STOPPED(ctrl)) return;
     load_x_smem<COLS, EPC>(x, nullptr, 0.0f, nullptr, xs4, xcs, scratch);
     for (; g * RPW < rows_per_block; g += GU_WARPS * GU) {
         float ag[GU], au[GU];
@@ -241,9 +248,6 @@ __global__ void __launch_bounds__(DOWN_WARPS * 32) down_kernel(lc_qmat down, lc_
                                                                const float *__restrict__ wts, const float *__restrict__ sgate,
                                                                const float *__restrict__ act, float *__restrict__ h,
                                                                const lc_ctrl *ctrl) {
-    lc_pdl_wait();
-    lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
     using Q = qdot<BITS, CPL, LPR>;
     constexpr int RPW = 32 / LPR, EPC = Q::EPC, F4 = EPC / 4, NCH = CPL * LPR, J = KMAX + 1;
     __shared__ float4 xs4[J * NCH * F4]; /* [j][q][chunk] */
@@ -251,10 +255,20 @@ __global__ void __launch_bounds__(DOWN_WARPS * 32) down_kernel(lc_qmat down, lc_
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, sub = lane % LPR;
     const int r = (blockIdx.x * DOWN_WARPS + warp) * RPW + lane / LPR;
     const bool ok = r < down.rows;
-    typename Q::chunk ch[J]; /* every expert's codes in flight before the activations arrive */
+    /* Every expert's codes in flight before the activations arrive, and
+     * before the predecessor (gate/up) has finished: the expert ids come from
+     * the router two kernels back, complete by the time this kernel starts
+     * (gate/up let it start only after its own wait), read through L2. */
+    typename Q::chunk ch[J];
 #pragma unroll
     for (int j = 0; j < J; j++)
-        if (ok) Q::fetch(j == KMAX ? sdown : down, j == KMAX ? 0 : ids[j], r, sub, ch[j]);
+        if (ok) {
+            const int e = j == KMAX ? 0 : __ldcg(ids + j);
+            Q::fetch(j == KMAX ? sdown : down, (unsigned)e < (unsigned)down.n_mat ? e : 0, r, sub, ch[j]);
+        }
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
+    if (LC_STOPPED(ctrl)) return;
 #pragma unroll 4
     for (int g = tid; g < J * NCH * F4; g += blockDim.x) {
         const int j = g / (NCH * F4), rem = g % (NCH * F4), c = rem / F4, qq = rem % F4;
