@@ -8,10 +8,16 @@
 #include "backend/cuda/cuda_ops.h"
 
 /* Programmatic dependent launch (Hopper): a kernel launched with lc_launch()
- * may start while its predecessor drains.  It calls lc_pdl_launch_dependents()
- * early (letting its own successor be scheduled), may read immutable data
- * (weights) at once, and must call lc_pdl_wait() before it reads anything the
- * predecessor wrote or writes anything at all.  Both are no-ops without PDL. */
+ * may start while its predecessor drains.  The rules every kernel keeps:
+ *   - lc_pdl_launch_dependents() only after lc_pdl_wait(), so when a kernel
+ *     starts, every kernel before its predecessor has completed;
+ *   - before lc_pdl_wait() it may read weights and data written by kernels
+ *     before its predecessor (the KV cache, the DeltaNet state, the router's
+ *     ids in MoE down), through L2 (__ldcg) when that data is rewritten every
+ *     step; never what its predecessor writes, and it writes nothing;
+ *   - a load that must follow a conditional lc_pdl_wait() needs a compiler
+ *     barrier after the condition (the compiler may hoist it otherwise).
+ * Both are no-ops without PDL. */
 __device__ __forceinline__ void lc_pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
