@@ -64,6 +64,16 @@ void cpu_matmul(lilac_backend *b, const lilac_matrix *W, int e, const float *X, 
 /* The same for rows [r0, r1) on the calling thread, using rowbuf[cols]. */
 void cpu_matmul_rows(const lilac_matrix *W, int e, int r0, int r1, const float *X, int ldx, int T, float *Y, int ldy,
                      float *rowbuf);
+/* The portable implementation, and the AVX2 one (matmul_avx2.c: returns 0,
+ * having done nothing, when the CPU or the weight type does not suit it). */
+void cpu_matmul_rows_generic(const lilac_matrix *W, int e, int r0, int r1, const float *X, int ldx, int T, float *Y, int ldy,
+                             float *rowbuf);
+int cpu_matmul_rows_avx2(const lilac_matrix *W, int e, int r0, int r1, const float *X, int ldx, int T, float *Y, int ldy,
+                         float *rowbuf);
+/* Row r of matrix e dequantised to f32 (lilac_matrix_row_f32, with AVX2
+ * when it suits: the same values). */
+void cpu_row_f32(const lilac_matrix *W, int e, int r, float *out);
+int cpu_row_f32_avx2(const lilac_matrix *W, int e, int r, float *out);
 
 void cpu_attention(lilac_backend *b, lilac_state *s, int layer, int T);
 void cpu_deltanet(lilac_backend *b, lilac_state *s, int layer, int T);

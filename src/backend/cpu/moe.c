@@ -62,9 +62,9 @@ static void gate_up_task(void *ctx, int i, int tid) {
     if (r1 > I) r1 = I;
     float *row = b->rowbuf + (size_t)tid * b->maxcols;
     for (int r = r0; r < r1; r++) {
-        lilac_matrix_row_f32(&j->ly->exp_gate, e, r, row);
+        cpu_row_f32(&j->ly->exp_gate, e, r, row);
         for (int p = 0; p < n; p++) b->act[(size_t)(p0 + p) * I + r] = vec_dot(row, b->xg + (size_t)(p0 + p) * D, D);
-        lilac_matrix_row_f32(&j->ly->exp_up, e, r, row);
+        cpu_row_f32(&j->ly->exp_up, e, r, row);
         for (int p = 0; p < n; p++) {
             float *a = &b->act[(size_t)(p0 + p) * I + r];
             *a = silu(*a) * vec_dot(row, b->xg + (size_t)(p0 + p) * D, D);
