@@ -3,14 +3,15 @@
  * special tokens skipped), stop strings, then the reasoning/tool-call parser
  * (chat) or the plain text (completions), and for streams the SSE chunks.
  *
- * Stop strings: text that could still be the start of a stop string is held
- * back, so a stop string is never sent in part; when one completes, the text
- * before it is released, the rest (the stop string and anything after it in
- * that token) is dropped, and the callback stops generation at that token. */
+ * Stop strings (matching in stop_match.c): text that could still be the
+ * start of a stop string is held back, so a stop string is never sent in
+ * part; when one completes, the text before it is released, the rest (the
+ * stop string and anything after it in that token) is dropped, and the
+ * callback stops generation at that token. */
 #include <stdio.h>
-#include <string.h>
 
 #include "server/server.h"
+#include "server/stop_match.h"
 
 static void on_delta(void *ctx, const lilac_delta *d) { srv_resp_chat_delta((srv_job *)ctx, d); }
 
@@ -36,47 +37,20 @@ static void emit(srv_job *j, const char *p, size_t n) {
     }
 }
 
-/* Earliest position where a stop string occurs in s[0..n), or -1. */
-static long find_stop(const srv_job *j, const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        for (int k = 0; k < j->n_stop; k++)
-            if (j->stop_len[k] <= n - i && memcmp(s + i, j->stop[k], j->stop_len[k]) == 0) return (long)i;
-    return -1;
-}
-
-/* The smallest i such that s[i..n) is the start of some stop string: text
- * before i can be released, text from i on must wait. */
-static size_t releasable(const srv_job *j, const char *s, size_t n) {
-    size_t from = n > j->stop_max ? n - j->stop_max : 0;
-    for (size_t i = from; i < n; i++)
-        for (int k = 0; k < j->n_stop; k++)
-            if (n - i < j->stop_len[k] && memcmp(s + i, j->stop[k], n - i) == 0) return i;
-    return n;
-}
-
-/* Returns 1 when a stop string completed. */
+/* Returns 1 when a stop string completed (stop_match.h decides what is
+ * released, held back or dropped). */
 static int push_text(srv_job *j, const char *p, size_t n) {
-    if (!j->n_stop) {
+    if (!j->n_stop) { /* nothing to match: no copy through the hold */
         emit(j, p, n);
         return 0;
     }
-    if (!n) return 0;
-    lilac_buf_append(&j->hold, p, n);
-    long at = find_stop(j, j->hold.data, j->hold.len);
-    if (at >= 0) {
-        emit(j, j->hold.data, (size_t)at);
-        lilac_buf_clear(&j->hold);
-        j->stop_hit = 1;
-        return 1;
-    }
-    size_t k = releasable(j, j->hold.data, j->hold.len);
-    if (k > 0) {
-        emit(j, j->hold.data, k);
-        memmove(j->hold.data, j->hold.data + k, j->hold.len - k);
-        j->hold.len -= k;
-        j->hold.data[j->hold.len] = 0;
-    }
-    return 0;
+    const srv_stops st = {j->stop, j->stop_len, j->n_stop, j->stop_max};
+    int stopped = 0;
+    size_t k = srv_stop_push(&st, &j->hold, p, n, &stopped);
+    emit(j, j->hold.data, k);
+    srv_stop_consume(&j->hold, k, stopped);
+    if (stopped) j->stop_hit = 1;
+    return stopped;
 }
 
 int srv_output_token(void *ctx, const lilac_token_info *t) {

@@ -14,9 +14,14 @@
  * non-anchor snapshots it extends — in a tool-calling loop each request
  * extends the previous one's prompt (and its generation, when the template
  * re-renders it token for token) — so the chain of a conversation takes two
- * slots instead of pushing its anchors out of the LRU.  The end of a
- * generation supersedes nothing: the end of its own prompt stays, since the
- * next turn may re-render the generated text differently. */
+ * slots instead of pushing its anchors out of the LRU (also when an equal
+ * snapshot is already there: the drops do not depend on slot order).  The end
+ * of a generation supersedes nothing: the end of its own prompt stays, since
+ * the next turn may re-render the generated text differently.
+ *
+ * Recency: storing (or storing an equal snapshot again) and restoring make a
+ * slot the most recently used; find only looks.  NULL arguments find nothing
+ * or fail with LILAC_EINVAL. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,7 +63,7 @@ void srv_pcache_free(srv_pcache *c) {
 
 int srv_pcache_find(srv_pcache *c, const int32_t *ids, int n, int *len) {
     int best = -1, best_len = 0;
-    for (int i = 0; i < c->n; i++) {
+    for (int i = 0; c && ids && i < c->n; i++) {
         if (!c->slots[i].used) continue;
         int m = lilac_session_len(c->slots[i].s);
         if (m <= best_len || m > n) continue;
@@ -67,11 +72,12 @@ int srv_pcache_find(srv_pcache *c, const int32_t *ids, int n, int *len) {
             best_len = m;
         }
     }
-    *len = best_len;
+    if (len) *len = best_len;
     return best;
 }
 
 lilac_status srv_pcache_restore(srv_pcache *c, int i, lilac_session *dst, lilac_error *e) {
+    if (!c || !dst) return lilac_fail(e, LILAC_EINVAL, "prefix cache: restore needs a cache and a session");
     if (i < 0 || i >= c->n || !c->slots[i].used) return lilac_fail(e, LILAC_EINVAL, "prefix cache: no slot %d", i);
     c->slots[i].used = ++c->clock;
     return lilac_session_copy(dst, c->slots[i].s, e);
@@ -79,21 +85,24 @@ lilac_status srv_pcache_restore(srv_pcache *c, int i, lilac_session *dst, lilac_
 
 lilac_status srv_pcache_store(srv_pcache *c, const lilac_session *src, srv_snap kind, lilac_error *e) {
     const int anchor = kind == SRV_SNAP_ANCHOR;
+    if (!c || !src) return lilac_fail(e, LILAC_EINVAL, "prefix cache: store needs a cache and a session");
     if (c->n <= 0) return LILAC_OK;
     int n = lilac_session_len(src);
     if (n <= 0) return LILAC_OK;
     const int32_t *t = lilac_session_tokens(src);
+    int same = -1;
     for (int i = 0; i < c->n; i++) {
         slot *sl = &c->slots[i];
         if (!sl->used) continue;
         int m = lilac_session_len(sl->s);
         if (m > n || memcmp(lilac_session_tokens(sl->s), t, (size_t)m * sizeof(int32_t)) != 0) continue;
-        if (m == n) { /* already there */
-            sl->used = ++c->clock;
-            sl->anchor |= anchor;
-            return LILAC_OK;
-        }
-        if (!sl->anchor && kind == SRV_SNAP_PROMPT) sl->used = 0; /* superseded */
+        if (m == n) same = i; /* already there; the drops still apply to the other slots */
+        else if (!sl->anchor && kind == SRV_SNAP_PROMPT) sl->used = 0; /* superseded */
+    }
+    if (same >= 0) {
+        c->slots[same].used = ++c->clock;
+        c->slots[same].anchor |= anchor;
+        return LILAC_OK;
     }
     int victim = 0;
     for (int i = 1; i < c->n; i++)
