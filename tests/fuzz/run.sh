@@ -14,6 +14,7 @@ for f in "$BUILD"/fuzz/fuzz_*; do
         fuzz_chat) printf '{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}, {"role": "assistant", "content": "<think>r</think>a", "tool_calls": [{"function": {"name": "f", "arguments": "{\\"a\\": 1}"}}]}, {"role": "tool", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}' > "$corpus/a" ;;
         fuzz_parse) printf '\003\005reasoning\n</think>\n\ntext<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>' > "$corpus/a" ;;
         fuzz_tokenizer) printf 'Hello, world! <|im_start|>user\n caf\303\251 123' > "$corpus/a" ;;
+        fuzz_stop) printf '\001\003END\004Hello E\005ND of\002 it' > "$corpus/a" ;;
     esac
     echo "== $name ($SECS s)"
     if "$f" -max_total_time="$SECS" -max_len=65536 -rss_limit_mb=2048 "$corpus" > "$corpus.log" 2>&1; then
