@@ -184,11 +184,8 @@ __global__ void combine_kernel(lc_attn_params p, const float *__restrict__ part,
     lc_pdl_wait();
     lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
-    int used = nsplit; /* ranges holding keys: lc_attn_decode's split of ceil(n/chunk) chunks */
-    if (chunk > 0) {
-        const int nch = (ctrl->pos + chunk) / chunk, per = (nch + nsplit - 1) / nsplit;
-        used = (nch + per - 1) / per;
-    }
+    /* ranges holding keys: lc_attn_decode's split of the pos + 1 keys */
+    const int used = chunk > 0 ? lc_kv_split_of(ctrl->pos + 1, chunk, nsplit).used : nsplit;
     extern __shared__ float sm[]; /* f[nsplit], then partial sums [CG][DS] */
     __shared__ float scratch[32], red[2];
     const int t = blockIdx.x, h = blockIdx.y, hd = p.hd, g = h / R, i = h % R, tid = threadIdx.x;

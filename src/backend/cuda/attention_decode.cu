@@ -130,8 +130,9 @@ __global__ void __launch_bounds__(NW * 32, 1)
     TSTAMP(0);
     const int g = blockIdx.x, split = blockIdx.y, nsplit = gridDim.y;
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, t4 = lane & 3;
-    const int pos = ctrl->pos, n = pos + 1, nch = (n + CK - 1) / CK, per = (nch + nsplit - 1) / nsplit;
-    const int c0 = split * per, c1 = min(nch, c0 + per);
+    const int pos = ctrl->pos, n = pos + 1;
+    const lc_kv_split sp = lc_kv_split_of(n, CK, nsplit);
+    const int nch = sp.nch, c0 = split * sp.per, c1 = min(nch, c0 + sp.per);
     if (c0 >= c1) { /* the context is short: this range is empty and the combine skips it */
         lc_pdl_wait();
         lc_pdl_launch_dependents();

@@ -46,6 +46,21 @@ static cudaError_t lc_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, si
     return err ? err : cudaGetLastError();
 }
 
+/* How decode attention splits n keys: nch chunks of `chunk` keys, `per`
+ * chunks per key range, `used` ranges holding keys (at most nsplit).  One
+ * definition for the kernel that fills the ranges (attention_decode.cu) and
+ * the one that merges them (attention.cu). */
+struct lc_kv_split {
+    int nch, per, used;
+};
+__device__ __forceinline__ lc_kv_split lc_kv_split_of(int n, int chunk, int nsplit) {
+    lc_kv_split s;
+    s.nch = (n + chunk - 1) / chunk;
+    s.per = (s.nch + nsplit - 1) / nsplit;
+    s.used = (s.nch + s.per - 1) / s.per;
+    return s;
+}
+
 /* Kernels of the decode graph return at once after a stop id was generated,
  * so replays queued ahead of the host leave the state untouched. */
 #define LC_STOPPED(ctrl) ((ctrl) != nullptr && (ctrl)->stop)
