@@ -60,10 +60,11 @@ AVX2 static float dot_avx2(const float *a, const float *b, int n) {
     return reduce8(acc);
 }
 
+/* (__builtin_cpu_supports reads a table the runtime fills before main: cheap,
+ * and no cached flag shared by the pool's threads) */
 static int suits(const lilac_matrix *W) {
-    static int have = -1;
-    if (have < 0) have = __builtin_cpu_supports("avx2");
-    return have && (W->type == LILAC_MAT_Q4 || W->type == LILAC_MAT_Q8) && W->group % 8 == 0 && W->cols % W->group == 0;
+    return __builtin_cpu_supports("avx2") && (W->type == LILAC_MAT_Q4 || W->type == LILAC_MAT_Q8) && W->group % 8 == 0 &&
+           W->cols % W->group == 0;
 }
 
 int cpu_row_f32_avx2(const lilac_matrix *W, int e, int r, float *out) {
