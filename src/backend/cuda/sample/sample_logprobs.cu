@@ -10,7 +10,7 @@
  *          so the n best all do.
  *   top    ids whose key reaches the floor -> candidate list; the last block
  *          sorts it (or radix-selects when long) and writes the n best. */
-#include "backend/cuda/sample_select.cuh"
+#include "backend/cuda/sample/sample_select.cuh"
 
 using namespace lcs;
 

@@ -1,4 +1,4 @@
-/* gdn.cu — Gated DeltaNet (spec §6) in one kernel per layer: conv, gates,
+/* gdn_step.cu — Gated DeltaNet (spec §6) in one kernel per layer: conv, gates,
  * delta rule with the fp32 state held on-chip, gated RMSNorm. */
 #include "backend/cuda/common.cuh"
 

@@ -1,4 +1,4 @@
-/* gemm.cu — quantised matrix products for prefill (many tokens at once), on
+/* gemm_simt.cu — quantised matrix products for prefill (many tokens at once), on
  * CUDA cores: each 64-row x 64-input weight tile is dequantised once into
  * shared memory and reused by 32 tokens.  A straightforward kernel (the fast
  * tensor-core prefill is separate work); also the grouped form used by the

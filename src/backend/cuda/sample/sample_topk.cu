@@ -18,7 +18,7 @@
  *           uniform draw onto them in id order and emits the id.
  * Every sum is an exact integer, so results do not depend on the order the
  * blocks finish in.  The logprob kernels (sample_logprobs.cu) run first. */
-#include "backend/cuda/sample_select.cuh"
+#include "backend/cuda/sample/sample_select.cuh"
 
 using namespace lcs;
 
