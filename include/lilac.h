@@ -56,6 +56,7 @@ typedef struct {
 
 typedef struct {
     int vocab_size, hidden, n_layers, n_attn_layers, max_pos;
+    int n_experts, n_experts_per_tok, moe_inter;
     int n_eos;
     const int32_t *eos;    /* end-of-sequence ids from config.json */
     const char *backend;   /* "cpu" or "cuda" */
@@ -174,6 +175,11 @@ typedef struct {
 lilac_status lilac_session_fill_random(lilac_session *s, int n, uint64_t seed, lilac_error *e);
 /* Times one decode step of s by kernel class (advances s by a few tokens). */
 lilac_status lilac_session_profile(lilac_session *s, lilac_profile *p, lilac_error *e);
+
+/* While on, the backend times every prefill chunk's kernels by class;
+ * turning it off fills p (if not NULL) with the sums since it was turned on
+ * (step_ms, copy_gbps and bytes_per_step are 0).  Benchmarks only. */
+lilac_status lilac_engine_prefill_profile(lilac_engine *g, int on, lilac_profile *p, lilac_error *e);
 
 /* Greedy generation of up to n tokens into out (a convenience over
  * lilac_session_generate). */

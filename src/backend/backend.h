@@ -39,6 +39,7 @@ typedef struct {
 
 typedef struct lilac_backend_ops {
     const char *name;
+    int default_chunk; /* prefill chunk when the user gives none (0: 512) */
     /* Binds (or uploads) the model, which must outlive the backend. */
     lilac_status (*open)(const lilac_model *m, const lilac_backend_opts *o, lilac_backend **out, lilac_error *e);
     void (*close)(lilac_backend *b);
@@ -77,6 +78,10 @@ typedef struct lilac_backend_ops {
     lilac_status (*state_fill_random)(lilac_backend *b, lilac_state *s, int n, uint64_t seed, lilac_error *e);
     /* Optional, benchmarks only: per-kernel-class timing of a decode step. */
     lilac_status (*profile)(lilac_backend *b, lilac_state *s, lilac_profile *p, lilac_error *e);
+    /* Optional, benchmarks only: while on, forward() times the kernels of
+     * every prefill chunk by class; turning it off copies the sums since it
+     * was turned on into p (when p is not NULL). */
+    lilac_status (*prefill_profile)(lilac_backend *b, int on, lilac_profile *p, lilac_error *e);
 } lilac_backend_ops;
 
 extern const lilac_backend_ops lilac_cpu_backend;

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cli/args.h"
+#include "cli/bench_prefill.h"
 #include "cli/cli_engine.h"
 #include "util/err.h"
 
@@ -32,31 +33,11 @@ static int count_cb(void *ctx, const lilac_token_info *t) {
     return 0;
 }
 
-/* Times the prefill of an n-token prompt of random ids into a fresh session,
- * after an untimed one of min(n, 256) tokens (first-use costs). */
-static lilac_status bench_prefill(lilac_engine *eng, int n, int vocab, double *secs, lilac_error *e) {
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    if (!ids) return lilac_fail(e, LILAC_ENOMEM, "prefill ids");
-    uint64_t x = 42;
-    for (int i = 0; i < n; i++) x = x * 6364136223846793005ull + 1442695040888963407ull, ids[i] = (int32_t)((x >> 33) % (uint64_t)vocab);
-    lilac_status st = LILAC_OK;
-    for (int pass = 0; pass < 2 && !st; pass++) {
-        const int len = pass ? n : (n < 256 ? n : 256);
-        lilac_session *s = NULL;
-        if ((st = lilac_session_new(eng, len + 8, &s, e))) break;
-        double t0 = now_s();
-        st = lilac_session_feed(s, ids, len, NULL, 0, e);
-        *secs = now_s() - t0;
-        lilac_session_free(s);
-    }
-    free(ids);
-    return st;
-}
-
 int cmd_bench(int argc, char **argv, const cli_globals *g) {
     if (argc >= 1 && strcmp(argv[0], "tokenizer") == 0) return bench_tokenizer(argc - 1, argv + 1, g);
     const char *model = NULL, *config = "tests/fixtures/qwen36-config", *json_out = NULL;
-    int synthetic = 0, ctx = 4096, n = 128, warmup = 16, no_profile = 0, prefill = 0, chunk = 0;
+    const char *prefill_list = NULL;
+    int synthetic = 0, ctx = 4096, n = 128, warmup = 16, no_profile = 0, chunk = 0, no_decode = 0;
     cli_opt opts[] = {
         {"synthetic", 0, CLI_FLAG, &synthetic, NULL, "random weights of the real shapes, generated on the GPU", 0, 0},
         {"config", 0, CLI_STR, &config, "DIR", "config.json for --synthetic (default: the real Qwen3.6-35B-A3B config)", 0, 0},
@@ -65,7 +46,8 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
         {"tokens", 'n', CLI_INT, &n, "N", "tokens to time (default 128)", 1, 1 << 20},
         {"warmup", 0, CLI_INT, &warmup, "N", "tokens generated before timing (default 16)", 0, 1 << 20},
         {"no-profile", 0, CLI_FLAG, &no_profile, NULL, "skip the per-kernel-class profile", 0, 0},
-        {"prefill", 0, CLI_INT, &prefill, "N", "also time the prefill of an N-token prompt (random ids)", 0, 1 << 24},
+        {"prefill", 0, CLI_STR, &prefill_list, "LIST", "also time prefills of these prompt lengths (random ids), e.g. 512,4K,32K", 0, 0},
+        {"no-decode", 0, CLI_FLAG, &no_decode, NULL, "time only the prefills", 0, 0},
         {"chunk", 0, CLI_INT, &chunk, "N", "prefill chunk in tokens (default: the backend's)", 0, 1 << 16},
         {"json", 0, CLI_STR, &json_out, "FILE", "also write the results as JSON", 0, 0},
     };
@@ -75,7 +57,7 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
     lilac_error e = {0};
     if (cli_parse(argc, argv, opts, nopts, pos, 0, &npos, &help, &e)) return fprintf(stderr, "error: bench: %s\n", e.msg), 2;
     if (help) {
-        printf("Usage: lilac bench (--synthetic | --model DIR) [--ctx N] [-n N] [--warmup N] [--prefill N] [--json FILE]\n"
+        printf("Usage: lilac bench (--synthetic | --model DIR) [--ctx N] [-n N] [--warmup N] [--prefill LIST] [--no-decode] [--json FILE]\n"
                "       lilac bench tokenizer --help\n\n"
                "Decode speed at batch 1: tokens/s, ms/token, and the bytes a step must move divided by\n"
                "the step time, as a fraction of the GPU's measured copy bandwidth.\n\nOptions:\n");
@@ -94,8 +76,34 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
     lilac_engine_get_info(eng, &info);
     int rc = 1;
     lilac_session *s = NULL;
-    double prefill_s = 0;
-    if (prefill > 0 && bench_prefill(eng, prefill, info.vocab_size, &prefill_s, &e)) goto fail;
+    enum { MAXLEN = 16 };
+    int lens[MAXLEN], nlen = 0;
+    bench_prefill_result pre[MAXLEN];
+    if (prefill_list && ((nlen = bench_parse_lengths(prefill_list, lens, MAXLEN, &e)) < 0 ||
+                         bench_prefill(eng, lens, nlen, pre, &e)))
+        goto fail;
+    if (nlen) {
+        /* expert FLOPs per token: (routed + shared) x (gate, up, down) x I x D x 2 */
+        const double ex_flop = 2.0 * (info.n_experts_per_tok + 1) * 3 * info.moe_inter * info.hidden * info.n_layers;
+        printf("prefill:   (chunks of %d)\n", info.chunk);
+        printf("  %8s %10s %12s %10s", "tokens", "seconds", "tokens/s", "TTFT s");
+        if (pre[0].have_prof)
+            for (int k = 0; k < pre[0].prof.nclass; k++) printf(" %12.12s", pre[0].prof.class_name[k]);
+        printf("\n");
+        for (int i = 0; i < nlen; i++) {
+            printf("  %8d %10.3f %12.0f %10.3f", pre[i].tokens, pre[i].prefill_s, pre[i].tokens / pre[i].prefill_s, pre[i].ttft_s);
+            if (pre[i].have_prof) {
+                for (int k = 0; k < pre[i].prof.nclass; k++) printf(" %9.1f ms", pre[i].prof.class_ms[k]);
+                const double ms = pre[i].prof.class_ms[0];
+                if (ms > 0) printf("  experts %.0f TFLOP/s (bf16 mma probe: ~790)", ex_flop * pre[i].tokens / (ms * 1e-3) / 1e12);
+            }
+            printf("\n");
+        }
+    }
+    if (no_decode) {
+        rc = 0;
+        goto done;
+    }
     const int cap = ctx + 1 + warmup + n + 64;
     if (lilac_session_new(eng, cap, &s, &e) || lilac_session_fill_random(s, ctx, 1234, &e)) goto fail;
     lilac_gen_params p = {0};
@@ -123,9 +131,6 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
     printf("device:    %s (backend %s)\n", info.device, info.backend);
     printf("model:     %s, %d layers, %.2f GB of weights, loaded in %.1f s\n",
            synthetic ? "synthetic (random weights, real shapes)" : model, info.n_layers, info.weight_bytes / 1e9, t_load);
-    if (prefill > 0)
-        printf("prefill:   %d tokens in %.3f s, %.0f tokens/s (chunks of %d)\n", prefill, prefill_s, prefill / prefill_s,
-               info.chunk);
     printf("decode:    %d tokens after %d warm-up, context %d\n", got, warmup, ctx);
     printf("speed:     %.1f tokens/s, %.3f ms/token\n", got / dt, dt * 1e3 / got);
     if (have_prof) {
@@ -150,7 +155,21 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
             fprintf(f, "{\"device\": \"%s\", \"synthetic\": %s, \"ctx\": %d, \"tokens\": %d, \"tokens_per_s\": %.2f, "
                        "\"ms_per_token\": %.4f",
                     info.device, synthetic ? "true" : "false", ctx, got, got / dt, dt * 1e3 / got);
-            if (prefill > 0) fprintf(f, ", \"prefill_tokens\": %d, \"prefill_tokens_per_s\": %.1f", prefill, prefill / prefill_s);
+            if (nlen) {
+                fprintf(f, ", \"prefill\": [");
+                for (int i = 0; i < nlen; i++) {
+                    fprintf(f, "%s{\"tokens\": %d, \"seconds\": %.4f, \"tokens_per_s\": %.1f, \"ttft_s\": %.4f", i ? ", " : "",
+                            pre[i].tokens, pre[i].prefill_s, pre[i].tokens / pre[i].prefill_s, pre[i].ttft_s);
+                    if (pre[i].have_prof) {
+                        fprintf(f, ", \"classes_ms\": {");
+                        for (int k = 0; k < pre[i].prof.nclass; k++)
+                            fprintf(f, "%s\"%s\": %.3f", k ? ", " : "", pre[i].prof.class_name[k], pre[i].prof.class_ms[k]);
+                        fprintf(f, "}");
+                    }
+                    fprintf(f, "}");
+                }
+                fprintf(f, "]");
+            }
             if (have_prof) {
                 fprintf(f, ", \"step_ms\": %.4f, \"kernels\": %d, \"bytes_per_step\": %.0f, \"copy_gbps\": %.1f, \"classes\": {",
                         prof.step_ms, prof.kernels, prof.bytes_per_step, prof.copy_gbps);

@@ -53,7 +53,7 @@ lilac_status lilac_engine_open(const lilac_engine_opts *o, lilac_engine **out, l
         return st;
     }
     g->ops = ops;
-    g->chunk = o->chunk > 0 ? o->chunk : 512;
+    g->chunk = o->chunk > 0 ? o->chunk : ops->default_chunk > 0 ? ops->default_chunk : 512;
     lilac_backend_opts bo = {o->threads, g->chunk};
     if ((st = ops->open(&g->model, &bo, &g->be, e))) {
         lilac_model_free(&g->model);
@@ -79,6 +79,9 @@ void lilac_engine_get_info(const lilac_engine *g, lilac_engine_info *info) {
     info->n_layers = c->n_layers;
     info->n_attn_layers = c->n_attn_layers;
     info->max_pos = c->max_pos;
+    info->n_experts = c->n_experts;
+    info->n_experts_per_tok = c->n_experts_per_tok;
+    info->moe_inter = c->moe_inter;
     info->n_eos = c->n_eos;
     info->eos = c->eos;
     info->backend = g->ops->name;
@@ -276,6 +279,11 @@ lilac_status lilac_session_profile(lilac_session *s, lilac_profile *p, lilac_err
     if (after > before) memset(s->tokens + before, 0, (size_t)(after - before) * sizeof *s->tokens);
     s->have_logits = 0; /* the host copy no longer matches the state */
     return st;
+}
+
+lilac_status lilac_engine_prefill_profile(lilac_engine *g, int on, lilac_profile *p, lilac_error *e) {
+    if (!g->ops->prefill_profile) return lilac_fail(e, LILAC_EUNSUPPORTED, "the %s backend has no prefill profiler", g->ops->name);
+    return g->ops->prefill_profile(g->be, on, p, e);
 }
 
 typedef struct {

@@ -126,7 +126,7 @@ static lilac_status one(lilac_backend *b, const lilac_matrix *m, lc_qmat *out, l
 }
 
 static lilac_status need_gemv(const lc_qmat *m, const char *what, lilac_error *e) {
-    if (lc_gemv_supported(m->bits, m->cols)) return LILAC_OK;
+    if (lc_gemv_supported(m->bits, m->cols) && lc_qgemm_supported(m)) return LILAC_OK;
     return lilac_fail(e, LILAC_EUNSUPPORTED, "CUDA: no kernel for %s with %d inputs at %d bits", what, m->cols, m->bits);
 }
 
@@ -206,6 +206,11 @@ static void cuda_close(lilac_backend *b) {
     if (b->host_logits) cudaFreeHost(b->host_logits);
     if (b->host_ids) cudaFreeHost(b->host_ids);
     if (b->host_lp) cudaFreeHost(b->host_lp);
+    if (b->pprof) {
+        for (int i = 0; i < CUDA_PROF_MAX; i++)
+            if (b->pprof->ev[i]) cudaEventDestroy(b->pprof->ev[i]);
+        free(b->pprof);
+    }
     free(b->host_seen);
     if (b->st) cudaStreamDestroy(b->st);
     free(b->allocs);
@@ -284,7 +289,7 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
         ALLOC(b->topw, (size_t)T * K);
         ALLOC(b->sgate, T);
         ALLOC(b->act, slots * I);
-        ALLOC(b->eo, (size_t)T * K * D);
+        ALLOC(b->eo, (size_t)(T * K + T) * D);
         ALLOC(b->sgu, (size_t)T * 2 * I);
         ALLOC(b->sact, (size_t)T * I);
         ALLOC(b->sout, (size_t)T * D);
@@ -295,6 +300,46 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
         ALLOC(b->sort.slot_of, (size_t)T * K);
         ALLOC(b->sort.tiles, (size_t)T * K / 16 + E + 1);
         ALLOC(b->sort.ntiles, 1);
+        /* the tensor-core prefill: packed inputs, packed expert activations, routing */
+        {
+            int ldx = D > (int)mixw ? D : (int)mixw;
+            ldx = (ldx + 63) / 64 * 64;
+            const int ldi = (I + 63) / 64 * 64;
+            const size_t xs = (size_t)(T > LC_LOGIT_ROWS ? T : LC_LOGIT_ROWS) * ldx, as = (size_t)(T * K + T) * ldi;
+            b->xp.ld = ldx;
+            b->ap.ld = ldi;
+            ALLOC(b->xp.hi, xs);
+            ALLOC(b->xp.lo, xs);
+            ALLOC(b->xp.lo2, xs);
+            ALLOC(b->xp.gs, xs / 64);
+            ALLOC(b->ap.hi, as);
+            ALLOC(b->ap.lo, as);
+            ALLOC(b->ap.gs, as / 64);
+            ALLOC(b->route.count, E + 1);
+            ALLOC(b->route.offset, E + 2);
+            ALLOC(b->route.cursor, E + 1);
+            ALLOC(b->route.slot_tok, (size_t)T * K + T);
+            ALLOC(b->route.slot_of, (size_t)T * K);
+            ALLOC(b->route.tiles, (size_t)T * K / LC_MOE_TILE + T / LC_MOE_TILE + E + 2);
+            ALLOC(b->route.ntiles, 1);
+            for (int l = 0; l < c->n_layers; l++)
+                if (!b->layers[l].is_attn && lc_gdn_prefill_supported(&b->layers[l].gdn)) {
+                    b->gdn_scratch_bytes = lc_gdn_prefill_scratch(&b->layers[l].gdn, T);
+                    ALLOC(b->gdn_scratch, b->gdn_scratch_bytes / sizeof(float) + 4);
+                    break;
+                }
+            const char *pf = getenv("LILAC_PREFILL");
+            b->prefill_simt = pf && strcmp(pf, "simt") == 0;
+            if (!(b->pprof = calloc(1, sizeof *b->pprof))) {
+                lilac_fail(e, LILAC_ENOMEM, "prefill profile");
+                goto fail;
+            }
+            for (int i = 0; i < CUDA_PROF_MAX; i++)
+                if (cudaEventCreate(&b->pprof->ev[i]) != cudaSuccess) {
+                    lilac_fail(e, LILAC_EBACKEND, "CUDA: events for the prefill profile");
+                    goto fail;
+                }
+        }
         ALLOC(b->logits, (size_t)LC_LOGIT_ROWS * c->vocab_size);
         ALLOC(b->amax_part, 1024);
         ALLOC(b->amax_done, 1);
@@ -424,8 +469,32 @@ static lilac_status cuda_state_copy(lilac_backend *b, lilac_state *dst, const li
 
 static const char *cuda_device_name(const lilac_backend *b) { return b->name; }
 
+/* Benchmarks: per-class times of the prefill chunks run while on. */
+static lilac_status cuda_prefill_profile(lilac_backend *b, int on, lilac_profile *p, lilac_error *e) {
+    (void)e;
+    if (on) {
+        memset(b->pp_ms, 0, sizeof b->pp_ms);
+        b->pp_kernels = 0;
+    } else if (p) {
+        static const char *names[PP_NCLASS] = {"expert GEMMs", "dense GEMMs", "DeltaNet", "attention", "routing",
+                                               "other (norms, packs, combine)"};
+        memset(p, 0, sizeof *p);
+        p->nclass = PP_NCLASS;
+        for (int k = 0; k < PP_NCLASS; k++) p->class_name[k] = names[k], p->class_ms[k] = b->pp_ms[k];
+        p->kernels = b->pp_kernels;
+    }
+    b->pp_on = on;
+    return LILAC_OK;
+}
+
+/* The prefill chunk: the tensor-core GEMMs stream every expert's weights
+ * once per chunk, so long chunks amortise them (docs/PERFORMANCE.md has the
+ * measurements); scratch grows linearly with it (about 0.25 MB per token). */
+#define CUDA_DEFAULT_CHUNK 4096
+
 const lilac_backend_ops lilac_cuda_backend = {
     .name = "cuda",
+    .default_chunk = CUDA_DEFAULT_CHUNK,
     .open = cuda_open,
     .close = cuda_close,
     .state_new = cuda_state_new,
@@ -440,4 +509,5 @@ const lilac_backend_ops lilac_cuda_backend = {
     .generate = cuda_generate,
     .state_fill_random = cuda_state_fill_random,
     .profile = cuda_profile,
+    .prefill_profile = cuda_prefill_profile,
 };

@@ -1,8 +1,8 @@
 /* cuda_forward.c — the forward pass on the GPU, and generation on the device.
  *
- * One layer loop serves every case (spec §3):
- *   T > 1  (prefill chunk): tiled GEMMs, grouped expert GEMMs, T-token scans;
- *   T == 1 (decode step):   GEMVs and the fused batch-1 MoE kernels.
+ * A chunk of T > 1 tokens runs the prefill layers (forward_prefill.c:
+ * tensor-core GEMMs, grouped expert GEMMs, chunk scans); one token runs the
+ * decode layers below (GEMVs and the fused batch-1 MoE kernels).
  * The decode step is captured once per state as a CUDA graph: the token it
  * feeds is read from the state's control block, the argmax (or the sampler,
  * sample_topk.cu) at its end writes the next one there, so the host only
@@ -20,7 +20,7 @@ _Static_assert(LC_LP_TOP == LILAC_MAX_TOP_LOGPROBS, "the logprob ring holds ever
 
 /* LILAC_TRACE=1: summaries of intermediates in the CPU backend's layouts
  * (rows x cols taken with row stride ld), for diffing against it. */
-static void ctrace(lilac_backend *b, const char *name, int layer, const float *dev, int rows, int cols, int ld) {
+void cuda_ctrace(lilac_backend *b, const char *name, int layer, const float *dev, int rows, int cols, int ld) {
     if (!lilac_trace_on()) return;
     enum cudaStreamCaptureStatus cs;
     if (cudaStreamIsCapturing(b->st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) return;
@@ -41,97 +41,75 @@ void cuda_prof_mark(cuda_prof *p, int cls, cudaStream_t st) {
 
 #define MARK(cls) cuda_prof_mark(prof, cls, st)
 
-/* Enqueues the decoder layers for T tokens whose ids are in device memory;
- * prof (may be NULL) records an event after each kernel. */
+/* Enqueues the decoder layers of one decode step (the token's id in device
+ * memory); prof (may be NULL) records an event after each kernel. */
 lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t *d_ids, int T, cuda_prof *prof,
                                  lilac_error *e) {
     const lilac_config *c = &b->m->cfg;
-    const int D = c->hidden, E = c->n_experts, K = c->n_experts_per_tok, I = c->moe_inter;
+    const int D = c->hidden, K = c->n_experts_per_tok;
     const cudaStream_t st = b->st;
     lc_ctrl *ctrl = s->ctrl;
+    if (T != 1) return lilac_fail(e, LILAC_EINVAL, "decode layers: %d tokens (1 expected)", T);
     MARK(PROF_START);
-    LC_CHECK(lc_embed(&b->embed, d_ids, T, b->h, ctrl, st));
+    LC_CHECK(lc_embed(&b->embed, d_ids, 1, b->h, ctrl, st));
     MARK(PROF_NORM);
-    ctrace(b, "embed", 0, b->h, T, D, D);
-    const int C = c->conv_dim, Vd = c->lin_value_dim, Hv = c->lin_v_heads, H = c->n_heads, hd = c->head_dim;
+    cuda_ctrace(b, "embed", 0, b->h, 1, D, D);
+    const int Vd = c->lin_value_dim, H = c->n_heads, hd = c->head_dim;
     for (int l = 0; l < c->n_layers; l++) {
         cuda_layer *cl = &b->layers[l];
         const int slot = lilac_config_layer_slot(c, l);
-        if (T == 1) { /* the input norm runs inside the GEMV */
-            LC_CHECK(lc_gemv_rms(&cl->in_proj, b->h, cl->input_norm, c->rms_eps, b->proj, NULL, ctrl, st));
-        } else {
-            LC_CHECK(lc_rmsnorm(b->h, cl->input_norm, b->xn, T, D, c->rms_eps, ctrl, st));
-            ctrace(b, "norm1", l, b->xn, T, D, D);
-            LC_CHECK(lc_gemm(&cl->in_proj, 0, b->xn, D, T, b->proj, b->ldp, 0, st));
-        }
+        /* the input norm runs inside the GEMV */
+        LC_CHECK(lc_gemv_rms(&cl->in_proj, b->h, cl->input_norm, c->rms_eps, b->proj, NULL, ctrl, st));
         MARK(PROF_GEMV);
-        if (cl->is_attn) {
-            ctrace(b, "attn_qg", l, b->proj, T, H * 2 * hd, b->ldp);
-            ctrace(b, "attn_k", l, b->proj + H * 2 * hd, T, c->n_kv_heads * hd, b->ldp);
-        } else {
-            ctrace(b, "gdn_qkv", l, b->proj, T, C, b->ldp);
-            ctrace(b, "gdn_z", l, b->proj + C, T, Vd, b->ldp);
-            ctrace(b, "gdn_ba", l, b->proj + C + Vd, T, 2 * Hv, b->ldp);
-        }
         if (cl->is_attn) {
             lc_attn_params ap = cl->attn;
             ap.cap = s->cap;
-            if (T == 1 && lc_attn_decode_supported(&ap)) { /* fused prep, tensor cores, split by context length */
+            if (lc_attn_decode_supported(&ap)) { /* fused prep, tensor cores, split by context length */
                 LC_CHECK(lc_attn_decode(&ap, b->proj, s->kc[slot], s->vc[slot], b->attn_splits, b->part, ctrl, st));
                 MARK(PROF_ATTN);
                 LC_CHECK(lc_attn_combine(&ap, b->part, 1, b->attn_splits, LC_ATTN_CHUNK, b->proj, b->ldp, b->mix, ctrl, st));
                 MARK(PROF_ATTN);
             } else {
-                const int nsplit = T == 1 ? LC_NSPLIT : 1;
-                LC_CHECK(lc_attn_prep(&ap, b->proj, b->ldp, T, b->qbuf, s->kc[slot], s->vc[slot], ctrl, st));
+                LC_CHECK(lc_attn_prep(&ap, b->proj, b->ldp, 1, b->qbuf, s->kc[slot], s->vc[slot], ctrl, st));
                 MARK(PROF_ATTN);
-                LC_CHECK(lc_attn(&ap, b->qbuf, s->kc[slot], s->vc[slot], T, nsplit, b->part, ctrl, st));
+                LC_CHECK(lc_attn(&ap, b->qbuf, s->kc[slot], s->vc[slot], 1, LC_NSPLIT, b->part, ctrl, st));
                 MARK(PROF_ATTN);
-                LC_CHECK(lc_attn_combine(&ap, b->part, T, nsplit, 0, b->proj, b->ldp, b->mix, ctrl, st));
+                LC_CHECK(lc_attn_combine(&ap, b->part, 1, LC_NSPLIT, 0, b->proj, b->ldp, b->mix, ctrl, st));
                 MARK(PROF_ATTN);
             }
-            ctrace(b, "attn_out", l, b->mix, T, H * hd, H * hd);
+            cuda_ctrace(b, "attn_out", l, b->mix, 1, H * hd, H * hd);
         } else {
-            LC_CHECK(lc_gdn(&cl->gdn, b->proj, b->ldp, T, s->conv[slot], s->rec[slot], b->mix, ctrl, st));
+            LC_CHECK(lc_gdn(&cl->gdn, b->proj, b->ldp, 1, s->conv[slot], s->rec[slot], b->mix, ctrl, st));
             MARK(PROF_GDN);
-            ctrace(b, "gdn_scan", l, b->mix, T, Vd, Vd);
+            cuda_ctrace(b, "gdn_scan", l, b->mix, 1, Vd, Vd);
         }
         /* residual 1: h += mixer output projected */
-        if (T == 1) LC_CHECK(lc_gemv(&cl->out_proj, 0, b->mix, b->h, b->h, ctrl, st));
-        else LC_CHECK(lc_gemm(&cl->out_proj, 0, b->mix, cl->out_proj.cols, T, b->h, D, 1, st));
+        LC_CHECK(lc_gemv(&cl->out_proj, 0, b->mix, b->h, b->h, ctrl, st));
         MARK(PROF_GEMV);
-        ctrace(b, "h_mixer", l, b->h, T, D, D);
-
-        /* MoE, residual 2 */
-        if (T == 1) { /* norm + router + top-K in one launch */
-            LC_CHECK(lc_moe_router(&cl->router, b->h, cl->post_norm, c->rms_eps, b->xn, b->rl, K, b->topi, b->topw,
-                                   b->sgate, b->moe_done, ctrl, st));
-            MARK(PROF_MOE);
-        } else {
-            LC_CHECK(lc_rmsnorm(b->h, cl->post_norm, b->xn, T, D, c->rms_eps, ctrl, st));
-            LC_CHECK(lc_gemm(&cl->router, 0, b->xn, D, T, b->rl, E + 1, 0, st));
-            LC_CHECK(lc_moe_topk(b->rl, T, E, K, b->topi, b->topw, b->sgate, ctrl, st));
-        }
-        ctrace(b, "moe_logits", l, b->rl, T, E, E + 1);
-        ctrace(b, "moe_w", l, b->topw, T, K, K);
-        if (T == 1) {
-            LC_CHECK(lc_moe_gate_up(&cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, b->topi, K, b->xn, b->act, ctrl, st));
-            MARK(PROF_MOE);
-            LC_CHECK(lc_moe_down(&cl->down, &cl->sh_down, b->topi, b->topw, b->sgate, K, b->act, b->h, ctrl, st));
-            MARK(PROF_MOE);
-        } else {
-            LC_CHECK(lc_moe_sort_slots(b->topi, T, E, K, &b->sort, st));
-            LC_CHECK(lc_moe_grouped_gate_up(&cl->gate, &cl->up, &b->sort, T, K, b->xn, b->act, st));
-            LC_CHECK(lc_moe_grouped_down(&cl->down, &b->sort, T, K, b->act, b->eo, st));
-            LC_CHECK(lc_gemm(&cl->sh_gu, 0, b->xn, D, T, b->sgu, 2 * I, 0, st));
-            LC_CHECK(lc_swiglu(b->sgu, T, I, b->sact, st));
-            LC_CHECK(lc_gemm(&cl->sh_down, 0, b->sact, I, T, b->sout, D, 0, st));
-            ctrace(b, "moe_shared", l, b->sout, T, D, D);
-            ctrace(b, "moe_sgate", l, b->rl + E, T, 1, E + 1);
-            LC_CHECK(lc_moe_combine(b->eo, &b->sort, b->topw, b->sgate, b->sout, T, K, D, b->h, st));
-        }
-        ctrace(b, "h_moe", l, b->h, T, D, D);
+        cuda_ctrace(b, "h_mixer", l, b->h, 1, D, D);
+        /* MoE, residual 2: norm + router + top-K in one launch, then the experts */
+        LC_CHECK(lc_moe_router(&cl->router, b->h, cl->post_norm, c->rms_eps, b->xn, b->rl, K, b->topi, b->topw,
+                               b->sgate, b->moe_done, ctrl, st));
+        MARK(PROF_MOE);
+        LC_CHECK(lc_moe_gate_up(&cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, b->topi, K, b->xn, b->act, ctrl, st));
+        MARK(PROF_MOE);
+        LC_CHECK(lc_moe_down(&cl->down, &cl->sh_down, b->topi, b->topw, b->sgate, K, b->act, b->h, ctrl, st));
+        MARK(PROF_MOE);
+        cuda_ctrace(b, "h_moe", l, b->h, 1, D, D);
     }
+    return LILAC_OK;
+}
+
+/* Prefill profile: the classes of the kernels recorded by the last forward. */
+static lilac_status prefill_profile_collect(lilac_backend *b, lilac_error *e) {
+    cuda_prof *p = b->pprof;
+    for (int i = 1; i < p->n; i++) {
+        float ms = 0;
+        LC_CHECK(cudaEventElapsedTime(&ms, p->ev[i - 1], p->ev[i]));
+        b->pp_ms[p->cls[i]] += ms;
+    }
+    b->pp_kernels += p->n - 1;
+    p->n = 0;
     return LILAC_OK;
 }
 
@@ -148,16 +126,20 @@ lilac_status cuda_forward(lilac_backend *b, lilac_state *s, const int32_t *ids, 
             return lilac_fail(e, LILAC_EINVAL, "token id %d at position %d is outside the vocabulary [0, %d)", ids[t], t, V);
     memcpy(b->host_ids, ids, (size_t)n * sizeof *ids);
     LC_CHECK(cudaMemcpyAsync(b->ids, b->host_ids, (size_t)n * sizeof *ids, cudaMemcpyHostToDevice, b->st));
-    lilac_status st = cuda_enqueue_layers(b, s, b->ids, n, NULL, e);
+    cuda_prof *prof = b->pp_on && n > 1 ? b->pprof : NULL;
+    if (prof) prof->n = 0;
+    lilac_status st = n > 1 ? cuda_enqueue_prefill(b, s, b->ids, n, prof, e) : cuda_enqueue_layers(b, s, b->ids, n, NULL, e);
     if (st) return st;
     LC_CHECK(lc_ctrl_advance(s->ctrl, n, b->st));
 
     /* final norm and lm_head: every row in LC_LOGIT_ROWS batches, or the last */
     if (out && out->logits && out->all_logits) {
-        LC_CHECK(lc_rmsnorm(b->h, b->final_norm, b->xn, n, D, c->rms_eps, NULL, b->st));
+        LC_CHECK(lc_pack(b->h, D, n, D, b->final_norm, c->rms_eps, &b->xp, b->st));
         for (int r0 = 0; r0 < n; r0 += LC_LOGIT_ROWS) {
             const int rows = n - r0 < LC_LOGIT_ROWS ? n - r0 : LC_LOGIT_ROWS;
-            LC_CHECK(lc_gemm(&b->lm_head, 0, b->xn + (size_t)r0 * D, D, rows, b->logits, V, 0, b->st));
+            const lc_xpack xr = {b->xp.hi + (size_t)r0 * b->xp.ld, b->xp.lo + (size_t)r0 * b->xp.ld,
+                                 b->xp.gs + (size_t)r0 * (b->xp.ld / 64), b->xp.ld, NULL};
+            LC_CHECK(lc_qgemm(&b->lm_head, &xr, rows, b->logits, V, 0, b->st));
             LC_CHECK(cudaMemcpyAsync(b->host_logits, b->logits, (size_t)rows * V * sizeof(float), cudaMemcpyDeviceToHost, b->st));
             LC_CHECK(cudaStreamSynchronize(b->st));
             memcpy(out->logits + (size_t)r0 * V, b->host_logits, (size_t)rows * V * sizeof(float));
@@ -171,6 +153,7 @@ lilac_status cuda_forward(lilac_backend *b, lilac_state *s, const int32_t *ids, 
     }
     LC_CHECK(cudaStreamSynchronize(b->st));
     LC_CHECK(cudaGetLastError());
+    if (prof && (st = prefill_profile_collect(b, e))) return st;
     s->pos += n;
     return LILAC_OK;
 }

@@ -26,6 +26,17 @@
 #define LC_LOGIT_ROWS 64 /* rows of logits computed per lm_head GEMM in all-logits mode */
 #define LC_MAX_STOP 16
 
+/* Kernel classes of the decode-step profile, and of the prefill profile. */
+enum { PROF_START = -1, PROF_NORM, PROF_GEMV, PROF_MOE, PROF_GDN, PROF_ATTN, PROF_HEAD, PROF_NCLASS };
+enum { PP_EXPERT, PP_DENSE, PP_GDN, PP_ATTN, PP_ROUTE, PP_OTHER, PP_NCLASS };
+#define CUDA_PROF_MAX 1024
+typedef struct {
+    cudaEvent_t ev[CUDA_PROF_MAX];
+    int cls[CUDA_PROF_MAX];
+    int n;
+} cuda_prof;
+void cuda_prof_mark(cuda_prof *p, int cls, cudaStream_t st);
+
 typedef struct {
     int is_attn;
     lc_qmat in_proj;   /* GDN: [2Kd + 2Vd + 2Hv] rows q|k|v|z|b|a;  attention: [H*2hd + 2*Hkv*hd] q|gate..|k|v */
@@ -68,11 +79,20 @@ struct lilac_backend {
     float *topw;       /* [T, K] */
     float *sgate;      /* [T] */
     float *act;        /* [max(T*K, K+1), I] */
-    float *eo;         /* [T*K, D] */
+    float *eo;         /* [T*K + T, D] expert outputs per slot (shared expert's last) */
     float *sgu;        /* [T, 2 Is] */
     float *sact;       /* [T, Is] */
     float *sout;       /* [T, D] */
-    lc_moe_sort sort;
+    lc_moe_sort sort;  /* the SIMT prefill path's routing (LILAC_PREFILL=simt) */
+    lc_xpack xp;       /* [T, max(D, mixw)] packed GEMM input (prefill) */
+    lc_xpack ap;       /* [T*K + T, I] packed expert activations (prefill) */
+    lc_moe_route route;/* prefill routing: routed + shared-expert slots */
+    float *gdn_scratch;/* chunked DeltaNet prefill (NULL when its kernel does not fit the shapes) */
+    size_t gdn_scratch_bytes;
+    int prefill_simt;  /* LILAC_PREFILL=simt: the old SIMT prefill, for A/B timing */
+    cuda_prof *pprof;  /* prefill profile when on (lilac_engine_prefill_profile) */
+    double pp_ms[8];   /* accumulated ms per prefill kernel class */
+    int pp_kernels, pp_on;
     float *logits;     /* [LC_LOGIT_ROWS, V] */
     float *amax_part;  /* [1024] */
     unsigned *amax_done;
@@ -104,17 +124,13 @@ struct lilac_state {
  * sampling parameters are not (they live in device memory). */
 enum { CUDA_STEP_ARGMAX = 0, CUDA_STEP_SAMPLE = 1, CUDA_STEP_LOGPROBS = 2 };
 
-/* Kernel classes of the decode-step profile. */
-enum { PROF_START = -1, PROF_NORM, PROF_GEMV, PROF_MOE, PROF_GDN, PROF_ATTN, PROF_HEAD, PROF_NCLASS };
-#define CUDA_PROF_MAX 1024
-typedef struct {
-    cudaEvent_t ev[CUDA_PROF_MAX];
-    int cls[CUDA_PROF_MAX];
-    int n;
-} cuda_prof;
-void cuda_prof_mark(cuda_prof *p, int cls, cudaStream_t st);
 
+/* forward_prefill.c: the decoder layers for T > 1 tokens (ids in device memory) */
+lilac_status cuda_enqueue_prefill(lilac_backend *b, lilac_state *s, const int32_t *d_ids, int T, cuda_prof *prof,
+                                  lilac_error *e);
 /* cuda_forward.c */
+void cuda_ctrace(lilac_backend *b, const char *name, int layer, const float *dev, int rows, int cols, int ld);
+/* The decoder layers of one decode step (T = 1). */
 lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t *d_ids, int T, cuda_prof *prof,
                                  lilac_error *e);
 /* The decode step ending in argmax (as benchmarked), or in the given mode. */

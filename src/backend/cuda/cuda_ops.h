@@ -64,6 +64,59 @@ cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, f
 cudaError_t lc_gemm(const lc_qmat *W, int mat, const float *X, int ldx, int T, float *Y, int ldy, int accumulate,
                     cudaStream_t st);
 
+/* ---- prefill GEMMs on tensor cores (prefill/) -------------------------------------
+ * Activations that feed a tensor-core GEMM are "packed" once: each row of
+ * fp32 x [T, C] becomes two bf16 rows hi = bf16(x), lo = bf16(x - hi) (so
+ * hi + lo carries ~16 bits), with every 16 columns stored in the order
+ * 0,4,1,5,2,6,3,7, 8,12,9,13,10,14,11,15 (the order in which an mma
+ * fragment takes MLX's 4-bit codes), plus gs [T, C/64] = the fp32 sum of x
+ * over each 64-column group (for the affine bias: sum (s q + b) x =
+ * s sum q x + b sum x, with q exact in bf16). */
+typedef struct {
+    uint16_t *hi, *lo; /* [rows, ld] bf16, permuted in 16s */
+    float *gs;         /* [rows, ld / 64] */
+    int ld;            /* row stride in elements (a multiple of 64) */
+    uint16_t *lo2;     /* optional [rows, ld]: bf16(x - hi - lo), so hi + lo + lo2 = x exactly */
+} lc_xpack;
+/* p[t] = pack(x[t] (* rsqrt(mean(x[t]^2) + eps) * norm_w when norm_w)) for
+ * t < T, columns [0, C) (C a multiple of 64); x has row stride ldx. */
+cudaError_t lc_pack(const float *x, int ldx, int T, int C, const float *norm_w, float eps, const lc_xpack *p,
+                    cudaStream_t st);
+/* Y[t, r] (+)= sum_c X[t, c] W[r, c] on tensor cores, X packed (lc_pack);
+ * W 4- or 8-bit, cols a multiple of 64 (lc_qgemm_supported). */
+int lc_qgemm_supported(const lc_qmat *W);
+cudaError_t lc_qgemm(const lc_qmat *W, const lc_xpack *X, int T, float *Y, int ldy, int accumulate, cudaStream_t st);
+/* The same with all three planes (X->lo2 set; 8-bit W): x exactly, so only
+ * the fp32 summation order differs from the reference.  For the router,
+ * whose top-8 can hinge on logits a few 1e-7 apart. */
+cudaError_t lc_qgemm_exact(const lc_qmat *W, const lc_xpack *X, int T, float *Y, int ldy, cudaStream_t st);
+/* Routing for a grouped MoE pass: the T*K (token, expert) slots grouped by
+ * expert, then T slots of the shared expert (expert E, slots T*K + t), and
+ * the list of work items of at most LC_MOE_TILE slots of one expert. */
+#define LC_MOE_TILE 64
+typedef struct {
+    int32_t *count;    /* [E + 1] */
+    int32_t *offset;   /* [E + 2] first slot of each expert */
+    int32_t *cursor;   /* [E + 1] */
+    int32_t *slot_tok; /* [T*K + T] token of sorted slot p */
+    int32_t *slot_of;  /* [T*K] sorted slot of (t, k) */
+    int32_t *tiles;    /* [T*K/LC_MOE_TILE + T/LC_MOE_TILE + E + 2] packed (expert << 20 | first slot) */
+    int32_t *ntiles;   /* [1] */
+} lc_moe_route;
+cudaError_t lc_moe_route_sort(const int32_t *ids, int T, int E, int K, const lc_moe_route *r, cudaStream_t st);
+/* act[p] = pack(silu(gate_e . x[tok(p)]) * (up_e . x[tok(p)])) for every
+ * slot p, with (gate, up) the shared expert's for e = E; act is packed
+ * (lc_xpack, ld = I). */
+cudaError_t lc_moe_mma_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
+                               const lc_moe_route *r, int T, int K, const lc_xpack *x, const lc_xpack *act,
+                               cudaStream_t st);
+/* eo[p, d] = down_e(p)[d] . act[p] (sh_down for the shared slots) */
+cudaError_t lc_moe_mma_down(const lc_qmat *down, const lc_qmat *sh_down, const lc_moe_route *r, int T, int K,
+                            const lc_xpack *act, float *eo, cudaStream_t st);
+/* h[t] += sum_k w[t,k] eo[slot_of(t,k)] + sgate[t] eo[T*K + t] */
+cudaError_t lc_moe_route_combine(const float *eo, const lc_moe_route *r, const float *w, const float *sgate, int T, int K,
+                                 int D, float *h, cudaStream_t st);
+
 /* ---- Gated DeltaNet ----------------------------------------------------------- */
 typedef struct {
     int Hk, Hv, dk, dv, K;   /* key heads, value heads, head dims, conv taps */
@@ -81,6 +134,17 @@ typedef struct {
  * [Hv, dk, dv] (fp32), and the gated RMSNorm; writes out [T, Hv*dv]. */
 cudaError_t lc_gdn(const lc_gdn_params *p, const float *proj, int ldp, int T, float *conv_state, float *state, float *out,
                    const lc_ctrl *ctrl, cudaStream_t st);
+
+/* Prefill form of lc_gdn (prefill/gdn_chunk.cu): the same inputs, outputs
+ * and state semantics, computed in chunks of 64 tokens with the WY/UT
+ * transform on tensor cores (passes of at most 1,024 tokens).  Supported
+ * for K = 4, dk = dv = 128, Hv = 2 Hk on sm_90 (lc_gdn_prefill_supported);
+ * scratch: lc_gdn_prefill_scratch(p, T) bytes, 16-byte aligned. */
+int lc_gdn_prefill_supported(const lc_gdn_params *p);
+size_t lc_gdn_prefill_scratch(const lc_gdn_params *p, int T);
+cudaError_t lc_gdn_prefill(const lc_gdn_params *p, const float *proj, int ldp, int T, float *conv_state, float *state,
+                           float *out, float *scratch, size_t scratch_bytes, const lc_ctrl *ctrl, cudaStream_t st);
+int lc_gdn_prefill_max_clusters(void); /* diagnostic: recurrence clusters co-resident on this GPU (one wave needs Hv) */
 
 /* ---- gated attention ------------------------------------------------------------ */
 typedef struct {
@@ -114,6 +178,17 @@ cudaError_t lc_attn_combine(const lc_attn_params *p, const float *part, int T, i
 int lc_attn_decode_supported(const lc_attn_params *p);
 cudaError_t lc_attn_decode(const lc_attn_params *p, const float *proj, uint16_t *kc, uint16_t *vc, int nsplit, float *part,
                            const lc_ctrl *ctrl, cudaStream_t st);
+
+/* Prefill (T >= 1 tokens at positions ctrl->pos .. ctrl->pos+T-1; prefill/
+ * attention_prefill.cu): q/k RMSNorm, partial RoPE and the KV append (as
+ * lc_attn_prep, the same cache bytes), then causal GQA attention of the T
+ * queries over the cache [0, pos + T) on tensor cores (Q and P split hi +
+ * lo), then the sigmoid output gate (as lc_attn_combine): out [T, H*hd]
+ * fp32.  qbuf [T, H, hd] fp32 is scratch (bf16 q hi, then lo).  Needs
+ * H = 8 Hkv and hd = 256 (lc_attn_prefill_supported). */
+int lc_attn_prefill_supported(const lc_attn_params *p);
+cudaError_t lc_attn_prefill(const lc_attn_params *p, const float *proj, int ldp, int T, uint16_t *kc, uint16_t *vc,
+                            float *qbuf, float *out, const lc_ctrl *ctrl, cudaStream_t st);
 
 /* ---- MoE ------------------------------------------------------------------------ */
 /* logits [T, E+1] (router | shared gate) -> top-K ids and renormalised

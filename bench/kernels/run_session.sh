@@ -1,0 +1,63 @@
+#!/bin/sh
+# run_session.sh — one GPU call's worth of prefill work: the kernel workshops,
+# the GPU tests, and the prefill benchmark (steps as arguments).
+B=.gpubundle
+[ -x $B/lilac ] || tar -xzf $B.tgz || exit 1
+export LD_LIBRARY_PATH=$PWD/$B/lib:$LD_LIBRARY_PATH
+OUT=${OUT:-/tmp/lilac-out}
+mkdir -p "$OUT"
+for s in "$@"; do
+    echo "=== $s $(date +%T)"
+    case $s in
+    env) nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; $B/lilac --version ;;
+    qgemm) timeout 120 build/kernels/qgemm_test 2>&1 | tee "$OUT/qgemm.log" ;;
+    qgemmmma) LILAC_QGEMM=mma timeout 120 build/kernels/qgemm_test 2>&1 | grep -E "time|FAIL|ok \(" | tee "$OUT/qgemm_mma.log" ;;
+    qgemm1) LILAC_QGEMM_SPLIT=1 timeout 120 build/kernels/qgemm_test 2>&1 | grep -E "time|FAIL|ok \(" | tee "$OUT/qgemm_split1.log" ;;
+    attn) [ -x build/kernels/attn_prefill_test ] && timeout 150 build/kernels/attn_prefill_test 2>&1 | tee "$OUT/attn.log" ;;
+    gdn) [ -x build/kernels/gdn_chunk_test ] && timeout 150 build/kernels/gdn_chunk_test 2>&1 | tee "$OUT/gdn.log" ;;
+    tiny) timeout 120 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate test_gpu_chunks test_gpu_snapshot 2>&1 | tee "$OUT/tiny.log" ;;
+    real) timeout 400 $B/tests/test_gpu_backend test_gpu_vs_cpu_real_width test_gpu_prefill_real_width 2>&1 | tee "$OUT/real.log" ;;
+    real1) LILAC_QGEMM_SPLIT=1 timeout 400 $B/tests/test_gpu_backend test_gpu_vs_cpu_real_width test_gpu_prefill_real_width 2>&1 | tee "$OUT/real_split1.log" ;;
+    long) timeout 200 $B/tests/test_gpu_backend test_gpu_long_context_decode 2>&1 | tee -a "$OUT/real.log" ;;
+    simt) LILAC_PREFILL=simt timeout 200 $B/lilac bench --synthetic --prefill 512,4096 --no-decode 2>&1 | tee "$OUT/bench_simt.txt" ;;
+    pre) timeout 300 $B/lilac bench --synthetic --prefill ${PRE:-512,4096,16384} --no-decode --json "$OUT/prefill.json" 2>&1 | tee "$OUT/bench_prefill.txt" ;;
+    pre1) LILAC_QGEMM_SPLIT=1 timeout 300 $B/lilac bench --synthetic --prefill ${PRE:-512,4096} --no-decode 2>&1 | tee "$OUT/bench_prefill_split1.txt" ;;
+    pos)
+        for be in cpu cuda; do $B/lilac --backend $be score --model tests/fixtures/tiny --ids @bench/kernels/tiny72.ids --logits-out "$OUT/lg_$be.f32" > /dev/null; done
+        LILAC_PREFILL=simt $B/lilac --backend cuda score --model tests/fixtures/tiny --ids @bench/kernels/tiny72.ids --logits-out "$OUT/lg_simt.f32" > /dev/null
+        python3 -c "
+import numpy as np
+a=np.fromfile('$OUT/lg_cpu.f32',dtype=np.float32).reshape(72,-1); b=np.fromfile('$OUT/lg_cuda.f32',dtype=np.float32).reshape(72,-1); c=np.fromfile('$OUT/lg_simt.f32',dtype=np.float32).reshape(72,-1)
+print('per position max|cuda-cpu|:', ' '.join('%d:%.3g'%(i,x) for i,x in enumerate(np.abs(a-b).max(1))))
+print('per position max|simt-cpu|:', ' '.join('%d:%.3g'%(i,x) for i,x in enumerate(np.abs(a-c).max(1))))
+" ;;
+    trace)
+        for ids in @bench/kernels/tiny72.ids; do
+            LILAC_TRACE=1 $B/lilac --backend cpu score --model tests/fixtures/tiny --ids $ids > /dev/null 2> "$OUT/trace_cpu.txt"
+            LILAC_TRACE=1 $B/lilac --backend cuda score --model tests/fixtures/tiny --ids $ids > /dev/null 2> "$OUT/trace_gpu.txt"
+        done
+        python3 -c "
+import re,sys
+a=open('$OUT/trace_cpu.txt').read().splitlines(); b=open('$OUT/trace_gpu.txt').read().splitlines()
+ga={}
+for l in b:
+    m=re.match(r'trace (\S+)\s*\[\s*(\d+)\]: n=(\d+)\s+sum=(\S+)\s+abs=(\S+)',l)
+    if m: ga[(m.group(1),m.group(2))]=l
+n=0
+for l in a:
+    m=re.match(r'trace (\S+)\s*\[\s*(\d+)\]: n=(\d+)\s+sum=(\S+)\s+abs=(\S+)',l)
+    if not m: continue
+    g=ga.get((m.group(1),m.group(2)))
+    if not g: print('cpu only:',l); continue
+    ab=float(re.search(r'abs=(\S+)',g).group(1)); aa=float(m.group(5))
+    flag=abs(ab-aa)>1e-3*max(abs(aa),1e-9)
+    if flag or n<6: print(('DIFF ' if flag else 'ok   ')+l); print('     '+g); n+=1
+    if flag and n>30: break
+" ;;
+    ncu) ncu --clock-control none -k regex:qgemm --launch-skip ${NCU_SKIP:-106} --launch-count 1 --section SpeedOfLight \
+            --section WarpStateStats --section ComputeWorkloadAnalysis --section Occupancy --section InstructionStats build/kernels/qgemm_test > "$OUT/ncu.txt" 2>&1
+        grep -E "qgemm_kernel|Throughput|Stall|Issue|Executed Ipc|Occupancy|Registers|Warp Cycles|Block Limit|Shared Memory Config" "$OUT/ncu.txt" | head -60 ;;
+    chunks) for ch in 2048 8192; do timeout 120 $B/lilac bench --synthetic --prefill 4096,16384 --chunk $ch --no-decode 2>&1 | grep -v "^bench:" | tail -3; done ;;
+    dec) timeout 120 $B/lilac bench --synthetic --ctx 4096 -n 256 2>&1 | tee "$OUT/bench_4k.txt" ;;
+    esac
+done

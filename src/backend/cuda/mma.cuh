@@ -1,0 +1,121 @@
+/* mma.cuh — warp-level tensor-core and async-copy primitives (sm_80+):
+ * mma.sync m16n8k16 bf16 -> fp32, ldmatrix, cp.async.  Thin wrappers over
+ * the PTX so kernels read as the math they do. */
+#ifndef LILAC_CUDA_MMA_CUH
+#define LILAC_CUDA_MMA_CUH
+
+#include <stdint.h>
+
+/* d = a * b + c for one 16x16 (row-major A) by 16x8 (column-major B) tile. */
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                                          const float (&c)[4]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%11,%12,%13};"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+                   "f"(c[3]));
+}
+
+/* Four 8x8 bf16 matrices from shared memory; lane l gives the address of row
+ * l % 8 of matrix l / 8, and receives its fragment of each in r[0..3]. */
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *smem) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+/* 16 (or 4) bytes global -> shared without a register round trip; when
+ * !full the destination is zero-filled and nothing is read. */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool full) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(a), "l"(gmem), "r"(full ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, bool full) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(a), "l"(gmem), "r"(full ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+/* Two 4-bit codes (bits 0-3 and 16-19 of w) as the bf16 pair (q0 - 8,
+ * q1 - 8), exactly: 0x4300 | q is the bf16 of 128 + q (a 7-bit mantissa
+ * holds it), and subtracting 136 is exact too.  Centred codes keep the
+ * affine fold s * sum (q - 8) x + (b + 8 s) * sum x free of cancellation
+ * (b is near -7.5 s in typical groups). */
+__device__ __forceinline__ uint32_t q4x2_bf16(uint32_t w) {
+    const uint32_t v = (w & 0x000f000fu) | 0x43004300u;
+    uint32_t r; /* v * 1 - 136 (fma: bf16x2 sub needs sm_90) */
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3f803f80u), "r"(0xc308c308u));
+    return r;
+}
+#define LC_Q4_CENTER 8.0f
+
+/* Two 8-bit codes (the low bytes of lo and hi), centred (q - 128), as an
+ * exact bf16 pair. */
+#define LC_Q8_CENTER 128.0f
+__device__ __forceinline__ uint32_t q8x2_bf16(uint32_t lo, uint32_t hi) {
+    const float a = __uint_as_float(0x4b000000u | (lo & 0xffu)) - 8388736.0f;
+    const float b = __uint_as_float(0x4b000000u | (hi & 0xffu)) - 8388736.0f;
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+    return r;
+}
+
+/* ---- Hopper warpgroup mma (sm_90a) ------------------------------------------
+ * wgmma m64n64k16, A (64 x 16 bf16) from registers in the mma.m16n8k16 A
+ * fragment layout (warp w of the warpgroup holds rows 16w..16w+15), B (64
+ * tokens x 16 k) from shared memory through a descriptor, fp32 accumulators
+ * d[32] laid out like eight m16n8 C fragments (n8 block j in d[4j..4j+3]). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define LC_HAVE_WGMMA 1
+#endif
+
+/* Descriptor of a K-major bf16 tile in shared memory with 128-byte rows
+ * swizzled as (16-byte chunk) ^ (row % 8), 1024-byte aligned: 8-row core
+ * groups 1024 bytes apart (SBO), swizzle mode 1 (128B). */
+__device__ __forceinline__ uint64_t wgmma_desc_k128(const void *smem) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+    return (uint64_t)((a & 0x3ffff) >> 4) | (uint64_t)1 << 16 | (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#ifdef LC_HAVE_WGMMA
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#ifdef LC_HAVE_WGMMA
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#ifdef LC_HAVE_WGMMA
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+#endif
+}
+/* Pins a register's reads and writes after the preceding asm (a wait). */
+__device__ __forceinline__ void reg_fence(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+__device__ __forceinline__ void reg_fence(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
+
+/* d (+)= A * B: accumulate = 0 overwrites d. */
+__device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#ifdef LC_HAVE_WGMMA
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+                 "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+#endif
+}
+
+#endif
