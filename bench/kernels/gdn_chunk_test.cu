@@ -9,7 +9,12 @@
  * failure can be located without a second run; max abs / relative errors of
  * out, final state and conv window vs lc_gdn for T in {1, 5, 64, 100, 777,
  * 4096} and a two-call case (300 then 1000 tokens, conv_flip toggled between);
- * then timings (median of 10 after warm-up) for T = 512, 4096, 8192.
+ * then timings (median of 10 after warm-up) for T = 512, 4096, 8192, each
+ * followed by per-kernel times (prep vs recurrence, events around every
+ * launch) for the default recurrence form and the cluster form, and at
+ * T = 4096 for the recurrence of 1, 4 and 16 value heads only (one head's
+ * chain latency vs contention).  When the default form is not the cluster
+ * form, T=4096 and T=2+1+2500 are also checked in the cluster form.
  * Exit status 0 = all within tolerance, 1 = accuracy failure, 2 = CUDA error.
  *
  * Tolerances (errors are max |test - ref| / max |ref| over the tensor):
@@ -40,6 +45,17 @@ extern "C" cudaError_t lc_gdn_prefill(const lc_gdn_params *p, const float *proj,
                                       const lc_ctrl *ctrl, cudaStream_t st);
 extern "C" size_t lc_gdn_prefill_scratch(const lc_gdn_params *p, int T);
 extern "C" int lc_gdn_prefill_max_clusters(void);
+extern "C" int lc_gdn_prefill_max_plain_blocks(void);
+extern "C" int lc_gdn_prefill_recur_mode(void);
+extern "C" void lc_gdn_prefill_profile(float *ms, int n);
+extern "C" void lc_gdn_prefill_force_mode(int mode);
+extern "C" void lc_gdn_prefill_profile_heads(int nh);
+static const char *mode_name(int m) {
+    return m == 0 ? "clusters of 4 (DSMEM row sums)"
+           : m == 1 ? "plain blocks, cooperative + PDL (global row sums)"
+           : m == 2 ? "plain blocks, cooperative, no PDL (global row sums)"
+                    : "none yet";
+}
 
 #define CK(x)                                                                                                      \
     do {                                                                                                           \
@@ -315,8 +331,10 @@ int main(int argc, char **argv) {
     const bool timing = !(argc > 1 && strcmp(argv[1], "--no-timing") == 0);
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    printf("device: %s (sm_%d%d, %d SMs); recurrence clusters co-resident: %d (one wave needs %d)\n", prop.name,
-           prop.major, prop.minor, prop.multiProcessorCount, lc_gdn_prefill_max_clusters(), HV);
+    printf("device: %s (sm_%d%d, %d SMs); recurrence clusters co-resident: %d (one wave needs %d); plain recurrence "
+           "blocks co-resident: %d (one wave needs %d)\n",
+           prop.name, prop.major, prop.minor, prop.multiProcessorCount, lc_gdn_prefill_max_clusters(), HV,
+           lc_gdn_prefill_max_plain_blocks(), 4 * HV);
 
     /* weights */
     host_params hp;
@@ -399,6 +417,16 @@ int main(int argc, char **argv) {
         const int three[3] = {2, 1, 2500}; /* tiny calls (window from the state), then three passes */
         fails += run_case("T=2+1+2500", &p, b, st0, conv0, three, 3, 1, TOL_OUT, TOL_STATE);
     }
+    const int mode = lc_gdn_prefill_recur_mode();
+    printf("recurrence form used: %d = %s\n", mode, mode_name(mode));
+    if (mode != 0) { /* the cluster form is the fallback: check it too */
+        lc_gdn_prefill_force_mode(0);
+        const int T4 = 4096, three[3] = {2, 1, 2500};
+        fails += run_case("T=4096 [cl]", &p, b, st0, conv0, &T4, 1, 1, TOL_OUT, TOL_STATE);
+        fails += run_case("T=2+1+2500[cl]", &p, b, st0, conv0, three, 3, 1, TOL_OUT, TOL_STATE);
+        printf("recurrence form used: %d = %s\n", lc_gdn_prefill_recur_mode(), mode_name(lc_gdn_prefill_recur_mode()));
+        lc_gdn_prefill_force_mode(-1);
+    }
 
     if (timing) {
         cudaEvent_t e0, e1;
@@ -436,6 +464,38 @@ int main(int argc, char **argv) {
             printf("time T=%5d: lc_gdn_prefill %.3f ms (min %.3f, %.1f M tok/s, x30 layers %.2f ms) | lc_gdn %.3f ms | "
                    "speedup %.1fx\n",
                    T, chunk, *std::min_element(ms.begin(), ms.end()), T / chunk / 1e3, 30 * chunk, seq, seq / chunk);
+            /* per kernel (events around each launch, synchronised per pass: no overlap between the kernels),
+             * median of 5, for the default form and the cluster form */
+            for (int m = 0; m < 2 + 3 * (T == 4096); m++) {
+                /* m = 0: default form; 1: cluster form; 2, 3, 4: default form with 1, 4, 16 value heads
+                 * (latency of one head's chain vs contention for L2 / the machine) */
+                static const int nh[5] = {0, 0, 1, 4, 16};
+                if (m == 1) lc_gdn_prefill_force_mode(0);
+                lc_gdn_prefill_profile_heads(nh[m]);
+                const int npass = (T + 1023) / 1024;
+                std::vector<float> pm(2 * npass), prep, rec;
+                lc_gdn_prefill_profile(pm.data(), 2 * npass);
+                for (int r = 0; r < 6; r++) {
+                    CK(lc_gdn_prefill(&p, b.proj, LDP, T, b.conv_tst, b.st_tst, b.out_tst, b.scratch, b.scratch_bytes,
+                                      b.ctrl_tst, 0));
+                    float a = 0, c = 0;
+                    for (int q = 0; q < npass; q++) a += pm[2 * q], c += pm[2 * q + 1];
+                    if (r > 0) prep.push_back(a), rec.push_back(c);
+                }
+                lc_gdn_prefill_profile(NULL, 0);
+                lc_gdn_prefill_profile_heads(0);
+                lc_gdn_prefill_force_mode(-1);
+                CK(lc_gdn_prefill(&p, b.proj, LDP, 1, b.conv_tst, b.st_tst, b.out_tst, b.scratch, b.scratch_bytes,
+                                  b.ctrl_tst, 0)); /* re-choose the form */
+                CK(cudaDeviceSynchronize());
+                char label[96];
+                snprintf(label, sizeof label, "%s%s", m == 1 ? mode_name(0) : mode_name(lc_gdn_prefill_recur_mode()),
+                         m == 2 ? ", 1 head" : m == 3 ? ", 4 heads" : m == 4 ? ", 16 heads" : "");
+                printf("    %-62s %d passes: prep %.3f ms (%.3f per pass) | recurrence %.3f ms (%.3f per pass, %.2f us "
+                       "per chunk)\n",
+                       label, npass, median(prep), median(prep) / npass, median(rec), median(rec) / npass,
+                       1e3 * median(rec) / ((T + 63) / 64));
+            }
         }
     }
     CK(cudaDeviceSynchronize());

@@ -57,6 +57,19 @@ for l in a:
     ncu) ncu --clock-control none -k regex:qgemm --launch-skip ${NCU_SKIP:-106} --launch-count 1 --section SpeedOfLight \
             --section WarpStateStats --section ComputeWorkloadAnalysis --section Occupancy --section InstructionStats build/kernels/qgemm_test > "$OUT/ncu.txt" 2>&1
         grep -E "qgemm_kernel|Throughput|Stall|Issue|Executed Ipc|Occupancy|Registers|Warp Cycles|Block Limit|Shared Memory Config" "$OUT/ncu.txt" | head -60 ;;
+    ncuwg) ncu --clock-control none -k regex:qgemm_wg --launch-skip ${NCU_SKIP:-106} --launch-count 1 --section SpeedOfLight \
+            --section WarpStateStats --section ComputeWorkloadAnalysis --section Occupancy --section SchedulerStats build/kernels/qgemm_test > "$OUT/ncu_wg.txt" 2>&1
+        grep -E "qgemm_wg|Throughput|Stall|Issue|Ipc|Occupancy|Warp Cycles|Eligible|Active Warps|Pipe" "$OUT/ncu_wg.txt" | head -50 ;;
+    memcheck)
+        for tool in memcheck racecheck; do
+            timeout 280 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_chunks > "$OUT/$tool.log" 2>&1
+            echo "$tool tiny rc=$?"; grep -E "ERROR SUMMARY" "$OUT/$tool.log"
+        done
+        for tool in memcheck racecheck; do
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/qgemm_test --quick > "$OUT/${tool}_qgemm.log" 2>&1; echo "$tool qgemm rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_qgemm.log"
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/attn_prefill_test --quick > "$OUT/${tool}_attn.log" 2>&1; echo "$tool attn rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_attn.log"
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_chunk_test --no-timing > "$OUT/${tool}_gdn.log" 2>&1; echo "$tool gdn rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_gdn.log"
+        done ;;
     chunks) for ch in 2048 8192; do timeout 120 $B/lilac bench --synthetic --prefill 4096,16384 --chunk $ch --no-decode 2>&1 | grep -v "^bench:" | tail -3; done ;;
     dec) timeout 120 $B/lilac bench --synthetic --ctx 4096 -n 256 2>&1 | tee "$OUT/bench_4k.txt" ;;
     esac

@@ -23,11 +23,17 @@
  *                     heads, K K^T and Q K^T, T by forward substitution, P;
  *                     writes q/k, T/P as bf16 hi/lo planes in the swizzled
  *                     shared-memory layout the next kernel copies verbatim.
- *   gdn_recur_kernel  cluster of 4 blocks per value head, each owning 32
- *                     state columns in registers, walking the chunks: the
- *                     v conv of its columns, the products above, and the
- *                     gated RMSNorm, whose row sums of squares the 4 blocks
- *                     exchange through distributed shared memory.
+ *   gdn_recur_kernel  4 blocks per value head, each owning 32 state columns
+ *                     in registers, walking the chunks: the v conv of its
+ *                     columns, the products above, and the gated RMSNorm,
+ *                     whose row sums of squares the 4 blocks exchange either
+ *                     as plain blocks of a cooperative launch, through
+ *                     self-validating words in global memory (the default
+ *                     where all 4 Hv blocks fit at once: 128 blocks in one
+ *                     wave on 132 SMs), or as a cluster of 4 through
+ *                     distributed shared memory (fallback: on an H200 only
+ *                     30 of the 32 clusters fit at once, GPC granularity,
+ *                     so that form runs in two waves).
  * Products run on mma.sync m16n8k16 bf16 with each fp32 operand split into
  * hi + lo bf16 (hi*hi + hi*lo + lo*hi, fp32 accumulate: ~16 bits of
  * mantissa; a single bf16/fp16 product loses 5-50x more, measured in a CPU
@@ -49,7 +55,9 @@ constexpr int SPAD = NV + 8;           /* row stride (bf16) of the small [rows][
 /* Scratch, per pass (cstride = chunks per pass):
  *   qk [Hk][cstride][4][64*128] bf16: q hi, q lo, k hi, k lo (swizzled, swz128)
  *   tp [Hv][cstride][4][64*64]  bf16: T hi, T lo, P hi, P lo (swizzled, swz64)
- *   gt [Hv][cstride][256] fp32: beta[64], e^G[64], e^(G63-G)[64], e^G63, 0... */
+ *   gt [Hv][cstride][256] fp32: beta[64], e^G[64], e^(G63-G)[64], e^G63, 0...
+ *   xg [Hv][cstride][4 blocks][64] u64: row sums of o^2 as {seq, fp32} (plain
+ *      form), cleared by gdn_prep_kernel; chunk c's words carry seq c + 1 */
 
 /* Device helpers: sm_90 only (the kernels are empty in the sm_80 build the Makefile also makes). */
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
@@ -110,6 +118,19 @@ __device__ __forceinline__ void st_cluster(const float *local, uint32_t rank, fl
     asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
 }
 
+/* The row sums of o^2 between the blocks of a value head without a cluster:
+ * 64-bit words {seq, value} written and polled at gpu scope; a word is valid
+ * when its seq matches, so no fence or flag is needed (single-copy atomic). */
+__device__ __forceinline__ void st_xw(unsigned long long *p, float v, uint32_t seq) {
+    const unsigned long long x = ((unsigned long long)seq << 32) | __float_as_uint(v);
+    asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(x) : "memory");
+}
+__device__ __forceinline__ unsigned long long ld_xw(const unsigned long long *p) {
+    unsigned long long x;
+    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(x) : "l"(p) : "memory");
+    return x;
+}
+
 /* One reduce-scatter step of a butterfly sum across the warp: lanes keep half of
  * the array (the upper half when lane & o) and add the partner's copy of it. */
 template <int HALF> __device__ __forceinline__ void rs_step(float *a, int lane, int o) {
@@ -142,7 +163,7 @@ static_assert(PREP_TS + 2 * BT * 65 * 4 <= PREP_QK, "T must not overlap Q K^T, s
 __global__ void __launch_bounds__(THREADS, 2)
     gdn_prep_kernel(lc_gdn_params p, const float *__restrict__ proj, int ldp, int T, int t_base, int ntok, int cstride,
                     float *__restrict__ conv_state, uint16_t *__restrict__ qkg, uint16_t *__restrict__ tpg,
-                    float *__restrict__ gtg, const lc_ctrl *ctrl) {
+                    float *__restrict__ gtg, unsigned long long *__restrict__ xg, const lc_ctrl *ctrl) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) unsigned char sm[];
     uint16_t *planes = reinterpret_cast<uint16_t *>(sm);
@@ -164,6 +185,12 @@ __global__ void __launch_bounds__(THREADS, 2)
     if (LC_STOPPED(ctrl)) return;
     const int flip = ctrl->conv_flip;
     const float *rd = conv_state + (size_t)flip * (KC - 1) * C;
+    /* clear this chunk's row-sum exchange words of value heads 2j, 2j+1 (seq 0 is
+     * never valid; the previous pass's recurrence has completed: lc_pdl_wait) */
+    {
+        const int hh = tid >> 7, e = tid & 127;
+        reinterpret_cast<uint4 *>(xg + ((size_t)(2 * j + hh) * cstride + c) * NCB * BT)[e] = make_uint4(0, 0, 0, 0);
+    }
 
     /* conv + SiLU, exactly as gdn_step.cu: the window is x_{t-3..t-1}, from the
      * state buffer before the call's first token */
@@ -396,6 +423,7 @@ constexpr int RC_GT = RC_VS + BT * NV * 4;              /* gates [2 stages][256]
 constexpr int RC_PART = RC_GT + 2 * GT * 4;             /* row sums of o^2 [2][4 blocks][64] fp32 */
 constexpr int RC_SMEM = RC_PART + 2 * NCB * BT * 4;
 static_assert(RC_SMEM <= 232448, "recurrence shared memory exceeds 227 KB");
+static_assert(NCB == 4 && THREADS == 256, "sums_xw and the exchange clearing in gdn_prep_kernel assume 4 blocks of 256 threads");
 
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
@@ -478,14 +506,36 @@ __device__ __forceinline__ void zload(const float *proj, int ldp, int zcol, int 
         zr[nt][3] = r1 < tend ? proj[(size_t)r1 * ldp + col + 1] : 0.0f;
     }
 }
-/* gated RMSNorm of o (same rows/columns as zload), with the row sums of squares
- * of all 4 column blocks in part [4][64] */
+/* The row sums of squares of rows 16w+g, +8 over all 4 column blocks: from
+ * part [4][64] in shared memory (cluster form) ... */
+__device__ __forceinline__ void sums_part(const float *part, float &s0, float &s1) {
+    const int i0 = 16 * (threadIdx.x >> 5) + ((threadIdx.x & 31) >> 2), i1 = i0 + 8;
+    s0 = part[i0] + part[BT + i0] + part[2 * BT + i0] + part[3 * BT + i0];
+    s1 = part[i1] + part[BT + i1] + part[2 * BT + i1] + part[3 * BT + i1];
+}
+/* ... or from the exchange words xc [4][64] of the chunk (global form): x holds
+ * words loaded earlier; those not yet valid (seq) are polled until they are */
+__device__ __forceinline__ void xw_load(const unsigned long long *xc, unsigned long long x[8]) {
+    const int i0 = 16 * (threadIdx.x >> 5) + ((threadIdx.x & 31) >> 2);
+#pragma unroll
+    for (int q = 0; q < NCB; q++) x[2 * q] = ld_xw(xc + q * BT + i0), x[2 * q + 1] = ld_xw(xc + q * BT + i0 + 8);
+}
+__device__ __forceinline__ void sums_xw(const unsigned long long *xc, unsigned long long x[8], uint32_t seq, float &s0,
+                                        float &s1) {
+    const int i0 = 16 * (threadIdx.x >> 5) + ((threadIdx.x & 31) >> 2);
+#pragma unroll
+    for (int q = 0; q < 2 * NCB; q++)
+        while ((uint32_t)(x[q] >> 32) != seq) x[q] = ld_xw(xc + (q >> 1) * BT + i0 + 8 * (q & 1));
+    s0 = __uint_as_float((uint32_t)x[0]) + __uint_as_float((uint32_t)x[2]) + __uint_as_float((uint32_t)x[4]) +
+         __uint_as_float((uint32_t)x[6]);
+    s1 = __uint_as_float((uint32_t)x[1]) + __uint_as_float((uint32_t)x[3]) + __uint_as_float((uint32_t)x[5]) +
+         __uint_as_float((uint32_t)x[7]);
+}
+/* gated RMSNorm of o (same rows/columns as zload), given the rows' sums of squares s0, s1 */
 __device__ __forceinline__ void finalize(float *out, int Vd, int ocol, int t0, int tend, const float o[4][4],
-                                         const float zr[4][4], const float nw[4][2], const float *part, float eps) {
+                                         const float zr[4][4], const float nw[4][2], float s0, float s1, float eps) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int i0 = 16 * w + g, i1 = i0 + 8;
-    const float s0 = part[i0] + part[BT + i0] + part[2 * BT + i0] + part[3 * BT + i0];
-    const float s1 = part[i1] + part[BT + i1] + part[2 * BT + i1] + part[3 * BT + i1];
     const float n0 = rsqrtf(s0 / (float)DV + eps), n1 = rsqrtf(s1 / (float)DV + eps);
 #pragma unroll
     for (int nt = 0; nt < 4; nt++) {
@@ -513,11 +563,12 @@ __device__ __forceinline__ void finalize(float *out, int Vd, int ocol, int t0, i
  * cp.async groups, in issue order: qk0 T0 P0 qk1 | per chunk c: T(c+1) after
  * S3, P(c+1) qk(c+2) after S4 (empty groups past the end), so S1/S2/S3 wait
  * for all but the newest 3/2/1 groups. */
+template <bool CL>
 __global__ void __launch_bounds__(THREADS, 1)
     gdn_recur_kernel(lc_gdn_params p, const float *__restrict__ proj, int ldp, int T, int t_base, int ntok, int cstride,
                      float *__restrict__ conv_state, float *__restrict__ state, float *__restrict__ out,
                      const uint16_t *__restrict__ qkg, const uint16_t *__restrict__ tpg, const float *__restrict__ gtg,
-                     const lc_ctrl *ctrl) {
+                     unsigned long long *__restrict__ xg, const lc_ctrl *ctrl) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) unsigned char sm[];
     uint16_t *SB = reinterpret_cast<uint16_t *>(sm + RC_SB), *YB = reinterpret_cast<uint16_t *>(sm + RC_YB);
@@ -551,8 +602,11 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int flip = ctrl->conv_flip;
     const float *rd = conv_state + (size_t)flip * (KC - 1) * C;
     /* peers must be running before their shared memory is written */
-    cluster_arrive();
-    cluster_wait();
+    if (CL) {
+        cluster_arrive();
+        cluster_wait();
+    }
+    unsigned long long *xh = xg + (size_t)h * cstride * NCB * BT; /* this head's exchange words [chunk][4][64] */
 
     issue_qk(sm, qkg, gtg, j, h, cstride, 0);
     cp_commit();
@@ -578,6 +632,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (c + 1 < nch) vload(proj, ldp, rd, C, vch, t0 + BT, tend, xr);
         float zr[4][4];
         if (w < 4 && c > 0) zload(proj, ldp, C + h * DV + col0, t0 - BT, tend, zr);
+        unsigned long long xw[8]; /* the previous chunk's row sums, polled after A */
+        if (!CL && w < 4 && c > 0) xw_load(xh + (size_t)(c - 1) * NCB * BT, xw);
         cp_wait<3>();
         __syncthreads(); /* S1 */
 
@@ -626,8 +682,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                 oc[nt][0] = e0 * x[nt][0], oc[nt][1] = e0 * x[nt][1], oc[nt][2] = e1 * x[nt][2], oc[nt][3] = e1 * x[nt][3];
         }
         if (c > 0) { /* the previous chunk's row sums are in: its output */
-            cluster_wait();
-            if (w < 4) finalize(out, Vd, h * DV + col0, t0 - BT, tend, op, zr, nw, PART + ((c - 1) & 1) * NCB * BT, p.eps);
+            if (CL) cluster_wait();
+            if (w < 4) {
+                float s0, s1;
+                if (CL) sums_part(PART + ((c - 1) & 1) * NCB * BT, s0, s1);
+                else sums_xw(xh + (size_t)(c - 1) * NCB * BT, xw, (uint32_t)c, s0, s1);
+                finalize(out, Vd, h * DV + col0, t0 - BT, tend, op, zr, nw, s0, s1, p.eps);
+            }
         }
         cp_wait<2>();
         __syncthreads(); /* S2 */
@@ -721,15 +782,21 @@ __global__ void __launch_bounds__(THREADS, 1)
                 r0 += __shfl_xor_sync(0xffffffffu, r0, 2);
                 r1 += __shfl_xor_sync(0xffffffffu, r1, 1);
                 r1 += __shfl_xor_sync(0xffffffffu, r1, 2);
-                float *pp = PART + buf * NCB * BT + cb * BT + 16 * w + g;
-                st_cluster(pp, (uint32_t)t, r0);
-                st_cluster(pp + 8, (uint32_t)t, r1);
+                if (CL) {
+                    float *pp = PART + buf * NCB * BT + cb * BT + 16 * w + g;
+                    st_cluster(pp, (uint32_t)t, r0);
+                    st_cluster(pp + 8, (uint32_t)t, r1);
+                } else if (t == 0) { /* chunk c's words carry seq c + 1 */
+                    unsigned long long *xp = xh + ((size_t)c * NCB + cb) * BT + 16 * w + g;
+                    st_xw(xp, r0, (uint32_t)c + 1);
+                    st_xw(xp + 8, r1, (uint32_t)c + 1);
+                }
 #pragma unroll
                 for (int nt = 0; nt < 4; nt++)
                     op[nt][0] = oc[nt][0], op[nt][1] = oc[nt][1], op[nt][2] = oc[nt][2], op[nt][3] = oc[nt][3];
             }
         }
-        cluster_arrive();
+        if (CL) cluster_arrive();
         store_s(SB, s);                                      /* S planes were last read before S2 */
         if (c + 1 < nch) vconv(wv, xr, t0 + BT, tend, VS); /* VS too */
         __syncthreads(); /* S4: P and this stage's q/k free */
@@ -738,12 +805,17 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (c + 2 < nch) issue_qk(sm, qkg, gtg, j, h, cstride, c + 2);
         cp_commit();
     }
-    cluster_wait();
+    if (CL) cluster_wait();
     if (w < 4) {
         float zr[4][4];
         const int t0 = t_base + (nch - 1) * BT;
+        unsigned long long xw[8];
+        if (!CL) xw_load(xh + (size_t)(nch - 1) * NCB * BT, xw);
         zload(proj, ldp, C + h * DV + col0, t0, tend, zr);
-        finalize(out, Vd, h * DV + col0, t0, tend, op, zr, nw, PART + ((nch - 1) & 1) * NCB * BT, p.eps);
+        float s0, s1;
+        if (CL) sums_part(PART + ((nch - 1) & 1) * NCB * BT, s0, s1);
+        else sums_xw(xh + (size_t)(nch - 1) * NCB * BT, xw, (uint32_t)nch, s0, s1);
+        finalize(out, Vd, h * DV + col0, t0, tend, op, zr, nw, s0, s1, p.eps);
     }
 #pragma unroll
     for (int nt = 0; nt < 4; nt++) {
@@ -761,29 +833,50 @@ __global__ void __launch_bounds__(THREADS, 1)
 #endif
 }
 
-/* cudaLaunchKernelEx with PDL and a cluster of cx blocks along x */
+/* cudaLaunchKernelEx with PDL (when pdl), a cluster of cx blocks along x (when
+ * cx > 1) and the cooperative attribute (when coop: all blocks co-resident) */
 template <typename... KArgs, typename... Args>
-static cudaError_t launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, unsigned cx,
-                                  cudaStream_t st, Args... args) {
+static cudaError_t launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, unsigned cx, bool coop,
+                             bool pdl, cudaStream_t st, Args... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    attr[1].id = cudaLaunchAttributeClusterDimension;
-    attr[1].val.clusterDim.x = cx;
-    attr[1].val.clusterDim.y = 1;
-    attr[1].val.clusterDim.z = 1;
+    cudaLaunchAttribute attr[3];
+    int n = 0;
+    if (pdl) {
+        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cx > 1) {
+        attr[n].id = cudaLaunchAttributeClusterDimension;
+        attr[n].val.clusterDim.x = cx;
+        attr[n].val.clusterDim.y = 1;
+        attr[n++].val.clusterDim.z = 1;
+    }
+    if (coop) {
+        attr[n].id = cudaLaunchAttributeCooperative;
+        attr[n++].val.cooperative = 1;
+    }
     cfg.attrs = attr;
-    cfg.numAttrs = 2;
+    cfg.numAttrs = n;
     cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
     return err ? err : cudaGetLastError();
 }
 
 int chunks_per_pass(int T) { return T < SEG ? (T + BT - 1) / BT : SEG / BT; }
+
+/* Recurrence form: 0 = clusters of 4 (row sums through distributed shared
+ * memory), 1 = plain blocks, cooperative launch with PDL, 2 = the same without
+ * PDL (row sums through global memory; needs all 4 Hv blocks co-resident, which
+ * the cooperative launch guarantees).  Chosen per device on first use. */
+int recur_mode[64];
+bool recur_mode_set[64];
+int last_mode = -1;
+float *prof_ms = nullptr; /* diagnostic: when set, per-pass kernel times (prep, recurrence) */
+int prof_n = 0;
+int prof_heads = 0; /* diagnostic: when > 0, the recurrence runs only value heads 0..prof_heads-1 (timing only) */
 
 } // namespace
 
@@ -795,7 +888,7 @@ extern "C" int lc_gdn_prefill_supported(const lc_gdn_params *p) {
 
 extern "C" size_t lc_gdn_prefill_scratch(const lc_gdn_params *p, int T) {
     if (p == NULL || T < 1) return 0;
-    const size_t per_chunk = (size_t)p->Hk * 4 * QK_PLANE * 2 + (size_t)p->Hv * (4 * TP_PLANE * 2 + GT * 4);
+    const size_t per_chunk = (size_t)p->Hk * 4 * QK_PLANE * 2 + (size_t)p->Hv * (4 * TP_PLANE * 2 + GT * 4 + NCB * BT * 8);
     return (size_t)chunks_per_pass(T) * per_chunk;
 }
 
@@ -812,28 +905,73 @@ extern "C" cudaError_t lc_gdn_prefill(const lc_gdn_params *p, const float *proj,
     if (err) return err;
     if (major < 9) return cudaErrorNotSupported; /* clusters: the caller keeps lc_gdn */
     err = cudaFuncSetAttribute(gdn_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PREP_SMEM);
-    if (!err) err = cudaFuncSetAttribute(gdn_recur_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, RC_SMEM);
+    if (!err) err = cudaFuncSetAttribute(gdn_recur_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, RC_SMEM);
+    if (!err) err = cudaFuncSetAttribute(gdn_recur_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, RC_SMEM);
     if (err) return err;
+    const int slot = dev & 63;
+    if (!recur_mode_set[slot]) { /* plain blocks when all of them fit at once and cooperative launches exist */
+        int sms = 0, coop = 0, nb = 0;
+        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (!err) err = cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev);
+        if (!err) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gdn_recur_kernel<false>, THREADS, RC_SMEM);
+        if (err) return err;
+        recur_mode[slot] = coop && nb * sms >= NCB * p->Hv ? 1 : 0;
+        recur_mode_set[slot] = true;
+    }
     const int cstride = chunks_per_pass(T);
     uint16_t *qk = reinterpret_cast<uint16_t *>(scratch);
     uint16_t *tp = qk + (size_t)p->Hk * cstride * 4 * QK_PLANE;
     float *gt = reinterpret_cast<float *>(tp + (size_t)p->Hv * cstride * 4 * TP_PLANE);
-    for (int t_base = 0; t_base < T && !err; t_base += SEG) {
+    unsigned long long *xg = reinterpret_cast<unsigned long long *>(gt + (size_t)p->Hv * cstride * GT);
+    cudaEvent_t ev[3] = {};
+    if (prof_ms)
+        for (int e = 0; e < 3 && !err; e++) err = cudaEventCreate(&ev[e]);
+    int pass = 0;
+    for (int t_base = 0; t_base < T && !err; t_base += SEG, pass++) {
         const int ntok = T - t_base < SEG ? T - t_base : SEG, nch = (ntok + BT - 1) / BT;
-        err = lc_launch(gdn_prep_kernel, dim3(nch, p->Hk), dim3(THREADS), PREP_SMEM, st, *p, proj, ldp, T, t_base, ntok,
-                        cstride, conv_state, qk, tp, gt, ctrl);
+        if (prof_ms) err = cudaEventRecord(ev[0], st);
         if (!err)
-            err = launch_cluster(gdn_recur_kernel, dim3(NCB, p->Hv), dim3(THREADS), RC_SMEM, NCB, st, *p, proj, ldp, T,
-                                 t_base, ntok, cstride, conv_state, state, out, (const uint16_t *)qk,
-                                 (const uint16_t *)tp, (const float *)gt, ctrl);
+            err = lc_launch(gdn_prep_kernel, dim3(nch, p->Hk), dim3(THREADS), PREP_SMEM, st, *p, proj, ldp, T, t_base,
+                            ntok, cstride, conv_state, qk, tp, gt, xg, ctrl);
+        if (!err && prof_ms) err = cudaEventRecord(ev[1], st);
+        const int hv = prof_heads > 0 && prof_heads < p->Hv ? prof_heads : p->Hv;
+        while (!err) {
+            const int mode = recur_mode[slot];
+            if (mode == 0)
+                err = launch_ex(gdn_recur_kernel<true>, dim3(NCB, hv), dim3(THREADS), RC_SMEM, NCB, false, true, st, *p,
+                                proj, ldp, T, t_base, ntok, cstride, conv_state, state, out, (const uint16_t *)qk,
+                                (const uint16_t *)tp, (const float *)gt, xg, ctrl);
+            else
+                err = launch_ex(gdn_recur_kernel<false>, dim3(NCB, hv), dim3(THREADS), RC_SMEM, 1, true, mode == 1,
+                                st, *p, proj, ldp, T, t_base, ntok, cstride, conv_state, state, out,
+                                (const uint16_t *)qk, (const uint16_t *)tp, (const float *)gt, xg, ctrl);
+            last_mode = mode;
+            if (!err || mode == 0) break;
+            /* the cooperative launch was refused (a launch-time error, nothing queued): next form */
+            (void)cudaGetLastError();
+            recur_mode[slot] = mode == 1 ? 2 : 0;
+            err = cudaSuccess;
+        }
+        if (!err && prof_ms) {
+            err = cudaEventRecord(ev[2], st);
+            if (!err) err = cudaEventSynchronize(ev[2]);
+            float a = 0, b = 0;
+            if (!err) err = cudaEventElapsedTime(&a, ev[0], ev[1]);
+            if (!err) err = cudaEventElapsedTime(&b, ev[1], ev[2]);
+            if (!err && 2 * pass + 1 < prof_n) prof_ms[2 * pass] = a, prof_ms[2 * pass + 1] = b;
+        }
     }
+    if (prof_ms)
+        for (int e = 0; e < 3; e++)
+            if (ev[e]) cudaEventDestroy(ev[e]);
     return err;
 }
 
 /* How many 4-block recurrence clusters fit on the device at once: fewer than Hv
- * (32) means a second wave and twice the time.  For the workshop test. */
+ * (32) means a second wave and twice the time (cluster form only).  For the
+ * workshop test. */
 extern "C" int lc_gdn_prefill_max_clusters(void) {
-    if (cudaFuncSetAttribute(gdn_recur_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, RC_SMEM)) return -1;
+    if (cudaFuncSetAttribute(gdn_recur_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, RC_SMEM)) return -1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(NCB, 32);
     cfg.blockDim = dim3(THREADS);
@@ -846,5 +984,30 @@ extern "C" int lc_gdn_prefill_max_clusters(void) {
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     int n = 0;
-    return cudaOccupancyMaxActiveClusters(&n, gdn_recur_kernel, &cfg) ? -1 : n;
+    return cudaOccupancyMaxActiveClusters(&n, gdn_recur_kernel<true>, &cfg) ? -1 : n;
+}
+
+/* Diagnostics for the workshop test: the recurrence form the last call used
+ * (see recur_mode; -1 before any call), how many recurrence blocks fit at once
+ * in the plain form, and per-kernel timing (ms[2 pass] = prep, ms[2 pass + 1] =
+ * recurrence of each pass, synchronising after every pass; NULL turns it off). */
+extern "C" int lc_gdn_prefill_recur_mode(void) { return last_mode; }
+extern "C" int lc_gdn_prefill_max_plain_blocks(void) {
+    int dev = 0, sms = 0, nb = 0;
+    if (cudaGetDevice(&dev) || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) ||
+        cudaFuncSetAttribute(gdn_recur_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, RC_SMEM) ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gdn_recur_kernel<false>, THREADS, RC_SMEM))
+        return -1;
+    return nb * sms;
+}
+extern "C" void lc_gdn_prefill_profile(float *ms, int n) { prof_ms = ms, prof_n = n; }
+/* diagnostic: the recurrence of the next calls runs only value heads 0..nh-1
+ * (their results stay right, the other heads are not computed); 0 = all */
+extern "C" void lc_gdn_prefill_profile_heads(int nh) { prof_heads = nh; }
+/* forces the recurrence form on the current device (0, 1, 2 as recur_mode; < 0: choose again) */
+extern "C" void lc_gdn_prefill_force_mode(int mode) {
+    int dev = 0;
+    if (cudaGetDevice(&dev)) return;
+    recur_mode[dev & 63] = mode < 0 ? 0 : mode;
+    recur_mode_set[dev & 63] = mode >= 0;
 }
