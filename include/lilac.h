@@ -68,6 +68,9 @@ typedef struct {
 lilac_status lilac_engine_open(const lilac_engine_opts *o, lilac_engine **out, lilac_error *e);
 void lilac_engine_close(lilac_engine *g);
 void lilac_engine_get_info(const lilac_engine *g, lilac_engine_info *info);
+/* The device's memory in use (by any process) and in all, in bytes;
+ * LILAC_EUNSUPPORTED on backends without device memory (the CPU). */
+lilac_status lilac_engine_device_memory(const lilac_engine *g, size_t *used, size_t *total);
 
 /* ---------------------------------------------------------------------------
  * Sessions: one token sequence and its model state.  A session only grows:

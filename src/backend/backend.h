@@ -58,6 +58,9 @@ typedef struct lilac_backend_ops {
                             lilac_error *e);
     /* Optional (NULL when absent): a human-readable description of the device. */
     const char *(*device_name)(const lilac_backend *b);
+    /* Optional (NULL when absent): the device's memory in use (by any
+     * process) and in all, in bytes; nonzero when it cannot tell. */
+    int (*device_memory)(const lilac_backend *b, size_t *used, size_t *total);
     /* Optional (NULL when absent): generation on the device, with no
      * per-token round trip.  logits_in holds the logits after the state's
      * last token (host copy); the first new token is chosen from them.  New

@@ -88,6 +88,11 @@ void lilac_engine_get_info(const lilac_engine *g, lilac_engine_info *info) {
     info->chunk = g->chunk;
 }
 
+lilac_status lilac_engine_device_memory(const lilac_engine *g, size_t *used, size_t *total) {
+    if (!g || !g->ops->device_memory || g->ops->device_memory(g->be, used, total)) return LILAC_EUNSUPPORTED;
+    return LILAC_OK;
+}
+
 size_t lilac_session_bytes(const lilac_engine *g, int max_ctx) { return g->ops->state_bytes(g->be, max_ctx); }
 
 lilac_status lilac_session_new(lilac_engine *g, int max_ctx, lilac_session **out, lilac_error *e) {

@@ -114,6 +114,7 @@ static void free_ctx(srv_ctx *srv) {
     lilac_tokenizer_free(srv->tok);
     lilac_engine_close(srv->eng);
     pthread_mutex_destroy(&srv->stats_mu);
+    srv_metrics_free(srv->metrics);
 }
 
 int srv_run(const srv_opts *o) {
@@ -131,6 +132,10 @@ int srv_run(const srv_opts *o) {
     srv->o = *o;
     srv->started = (long long)time(NULL);
     pthread_mutex_init(&srv->stats_mu, NULL);
+    if (!(srv->metrics = srv_metrics_new())) {
+        free(srv);
+        return fprintf(stderr, "error: serve: out of memory\n"), 1;
+    }
     atomic_init(&srv->stopping, 0);
     lilac_error e = {0};
     char msg[600] = "";

@@ -424,6 +424,15 @@ static lilac_status cuda_state_copy(lilac_backend *b, lilac_state *dst, const li
 
 static const char *cuda_device_name(const lilac_backend *b) { return b->name; }
 
+static int cuda_device_memory(const lilac_backend *b, size_t *used, size_t *total) {
+    (void)b;
+    size_t fr = 0, all = 0;
+    if (cudaMemGetInfo(&fr, &all) != cudaSuccess) return -1;
+    *used = all - fr;
+    *total = all;
+    return 0;
+}
+
 const lilac_backend_ops lilac_cuda_backend = {
     .name = "cuda",
     .open = cuda_open,
@@ -437,6 +446,7 @@ const lilac_backend_ops lilac_cuda_backend = {
     .state_bytes = cuda_state_bytes,
     .forward = cuda_forward,
     .device_name = cuda_device_name,
+    .device_memory = cuda_device_memory,
     .generate = cuda_generate,
     .state_fill_random = cuda_state_fill_random,
     .profile = cuda_profile,
