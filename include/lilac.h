@@ -45,6 +45,11 @@ const char *lilac_status_name(lilac_status s);
 typedef struct lilac_engine lilac_engine;
 typedef struct lilac_session lilac_session;
 
+/* Progress of long work inside the library (engine_open: "reading weights",
+ * "uploading to the GPU"): done of total bytes so far; called often, from
+ * the opening thread. */
+typedef void (*lilac_progress_fn)(void *ctx, const char *stage, uint64_t done, uint64_t total);
+
 typedef struct {
     const char *model_dir; /* config.json + safetensors (+ tokenizer files) */
     const char *backend;   /* "auto" (default: CUDA when a GPU is present), "cpu", "cuda" */
@@ -52,6 +57,8 @@ typedef struct {
     int chunk;             /* prefill chunk in tokens; 0 = the backend's default */
     int synthetic;         /* benchmarks: model_dir only supplies config.json; the
                               weights are random, generated on the device */
+    lilac_progress_fn progress; /* optional */
+    void *progress_ctx;
 } lilac_engine_opts;
 
 typedef struct {

@@ -26,6 +26,8 @@ typedef struct lilac_state lilac_state;     /* per implementation */
 typedef struct {
     int threads;   /* CPU worker threads (0 = one per core) */
     int max_chunk; /* most tokens one forward() call will be given */
+    lilac_progress_fn progress; /* optional: weight upload, in bytes of model.weight_bytes */
+    void *progress_ctx;
 } lilac_backend_opts;
 
 /* What forward() writes besides advancing the state.  Any pointer may be NULL. */

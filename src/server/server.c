@@ -13,6 +13,7 @@
 
 #include "server/server.h"
 #include "util/file.h"
+#include "util/progress.h"
 
 void srv_stat_add(srv_ctx *srv, long *field, long v) {
     pthread_mutex_lock(&srv->stats_mu);
@@ -143,8 +144,12 @@ int srv_run(const srv_opts *o) {
     srv_worker *w = NULL;
     srv_http *h = NULL;
 
-    lilac_engine_opts eo = {.model_dir = o->model_dir, .backend = o->backend, .threads = o->threads, .chunk = o->chunk};
-    if (lilac_engine_open(&eo, &srv->eng, &e) || lilac_tokenizer_load(o->model_dir, &srv->tok, &e)) {
+    lilac_progress_sink sink = {.quiet = o->quiet};
+    lilac_engine_opts eo = {.model_dir = o->model_dir, .backend = o->backend, .threads = o->threads, .chunk = o->chunk,
+                            .progress = lilac_progress_sink_cb, .progress_ctx = &sink};
+    lilac_status ost = lilac_engine_open(&eo, &srv->eng, &e);
+    lilac_progress_sink_end(&sink);
+    if (ost || lilac_tokenizer_load(o->model_dir, &srv->tok, &e)) {
         snprintf(msg, sizeof msg, "%s", e.msg);
         goto out;
     }

@@ -115,6 +115,8 @@ static lilac_status fused(lilac_backend *b, const lilac_matrix *const *parts, in
                 (st = upload(bb + ro * gpr, p->biases, r * gpr * 2, e)))
                 return st;
             ro += r;
+            b->uploaded += r * (wpr * 4 + gpr * 4);
+            if (b->progress) b->progress(b->progress_ctx, "uploading to the GPU", b->uploaded, b->m->weight_bytes);
         }
     }
     *out = (lc_qmat){w, s, bb, rows, p0->cols, bits, p0->n_mat};
@@ -227,6 +229,8 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
     if (!b) return lilac_fail(e, LILAC_ENOMEM, "CUDA backend");
     b->m = m;
     b->T = o->max_chunk > 0 ? o->max_chunk : 512;
+    b->progress = m->synthetic ? NULL : o->progress;
+    b->progress_ctx = o->progress_ctx;
     struct cudaDeviceProp prop;
     if (cudaSetDevice(0) != cudaSuccess || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
         cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking) != cudaSuccess) {
