@@ -35,7 +35,7 @@ struct srv_http {
     int quiesced;
 };
 
-typedef enum { R_UNKNOWN, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_MESSAGES, R_COUNT_TOKENS, R_METRICS } route;
+typedef enum { R_UNKNOWN, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_MESSAGES, R_COUNT_TOKENS, R_METRICS, R_PAGE } route;
 
 /* The route of the request this thread is answering.  MHD calls a
  * connection's handler and its response callbacks only on that connection's
@@ -55,6 +55,7 @@ static srv_endpoint endpoint_of(route r) {
     case R_MODELS: return SRV_EP_MODELS;
     case R_HEALTH: return SRV_EP_HEALTH;
     case R_METRICS: return SRV_EP_METRICS;
+    case R_PAGE: return SRV_EP_PAGE;
     default: return SRV_EP_OTHER;
     }
 }
@@ -97,6 +98,20 @@ static enum MHD_Result reply_typed(struct MHD_Connection *c, int status, char *b
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     if (ret == MHD_YES && tl_srv) srv_metrics_request(tl_srv->metrics, endpoint_of(tl_route), status);
+    return ret;
+}
+
+/* The web chat page: static bytes, no key needed (the page asks for one
+ * when the API wants it). */
+static enum MHD_Result reply_page(struct MHD_Connection *c) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(lilac_web_page_len, (void *)lilac_web_page, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    if (ret == MHD_YES && tl_srv) srv_metrics_request(tl_srv->metrics, SRV_EP_PAGE, 200);
     return ret;
 }
 
@@ -333,6 +348,7 @@ static route route_of(const char *url, const char **method_needed) {
         {"/v1/messages", "POST", R_MESSAGES},
         {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
         {"/metrics", "GET", R_METRICS},
+        {"/", "GET", R_PAGE},
     };
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (strcmp(url, routes[i].path) == 0) {
@@ -367,7 +383,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             e.code = "method_not_allowed";
             ret = reply(c, 405, anthropic_route(rq->r) ? srv_anth_error(&e) : srv_resp_error(&e), "Allow", need),
             rq->answered = 1;
-        } else if (rq->r != R_HEALTH && !(rq->r == R_METRICS && srv->o.metrics_open) && srv->o.api_key &&
+        } else if (rq->r != R_HEALTH && rq->r != R_PAGE && !(rq->r == R_METRICS && srv->o.metrics_open) && srv->o.api_key &&
                    !auth_ok(c, srv->o.api_key, anthropic_route(rq->r))) {
             srv_err e;
             srv_errf(&e, 401, NULL, "missing or incorrect API key (send 'Authorization: Bearer KEY'%s)",
@@ -422,6 +438,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return reply(c, atomic_load(&srv->stopping) ? 503 : 200, srv_resp_health(srv), NULL, NULL);
     case R_MODELS:
         return reply(c, 200, srv_resp_models(srv), NULL, NULL);
+    case R_PAGE:
+        return reply_page(c);
     case R_METRICS:
         return reply_typed(c, 200, srv_metrics_render(srv), "text/plain; version=0.0.4; charset=utf-8", NULL, NULL);
     case R_CHAT:

@@ -48,7 +48,7 @@ struct srv_metrics {
 
 static const char *const EP_NAME[SRV_EP_N] = {
     "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
-    "/v1/models", "/health", "/metrics", "other",
+    "/v1/models", "/health", "/metrics", "/", "other",
 };
 
 double srv_now(void) {

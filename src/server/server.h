@@ -292,7 +292,7 @@ const char *srv_anth_stop_reason(const srv_job *j);
 
 typedef enum {
     SRV_EP_CHAT, SRV_EP_COMPLETIONS, SRV_EP_MESSAGES, SRV_EP_COUNT_TOKENS, SRV_EP_MODELS, SRV_EP_HEALTH,
-    SRV_EP_METRICS, SRV_EP_OTHER, SRV_EP_N
+    SRV_EP_METRICS, SRV_EP_PAGE, SRV_EP_OTHER, SRV_EP_N
 } srv_endpoint;
 
 srv_metrics *srv_metrics_new(void);
@@ -309,6 +309,11 @@ void srv_metrics_snapshots(srv_metrics *m, int n, size_t bytes);
 /* The Prometheus text exposition of everything, malloc'd. */
 char *srv_metrics_render(srv_ctx *srv);
 double srv_now(void); /* monotonic seconds */
+
+/* The web chat page served at / (src/server/web/chat.html, embedded by
+ * tools/embed.sh into $(BUILD)/gen/web_page.c). */
+extern const unsigned char lilac_web_page[];
+extern const size_t lilac_web_page_len;
 
 /* ----------------------------------------------------------------- http.c */
 
