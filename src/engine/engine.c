@@ -35,11 +35,14 @@ struct lilac_session {
 /* The CPU backend reads the mapped checkpoint lazily, so a big model's load
  * "finishes" at once and its first tokens pay for the disk.  When the caller
  * shows progress, the files are read here instead (one byte per page, into
- * the page cache), so the wait is where the bar is. */
+ * the page cache), so the wait is where the bar is — unless they would not
+ * fit in 3/4 of the memory: then the pages would only push each other out,
+ * and reading on demand (only the experts a prompt uses) is better. */
 static void read_weights(const lilac_model *m, const lilac_engine_opts *o) {
     uint64_t total = 0, done = 0;
-    const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096, phys = sysconf(_SC_PHYS_PAGES);
     for (int f = 0; f < m->tensors.nfiles; f++) total += m->tensors.maps[f].size;
+    if (phys > 0 && total > (uint64_t)phys / 4 * 3 * (uint64_t)page) return;
     volatile unsigned char sink = 0;
     for (int f = 0; f < m->tensors.nfiles; f++) {
         const lilac_mapping *mp = &m->tensors.maps[f];
