@@ -45,6 +45,9 @@ SRC      := $(shell find src -name '*.c' ! -path src/main.c ! -path 'src/backend
 CU_SRC   := $(shell find src -name '*.cu' | sort)
 CUDA_C_SRC := $(shell find src/backend/cuda -name '*.c' 2>/dev/null | sort)
 OBJ      := $(SRC:%.c=$(BUILD)/%.o)
+# The web chat page, embedded in the binary (tools/embed.sh writes it as C).
+WEB_PAGE := src/server/web/chat.html
+OBJ      += $(BUILD)/gen/web_page.o
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
@@ -85,6 +88,13 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP) | $(DEPS_STAMP)
 $(BUILD)/%.o: %.cu $(FLAGS_STAMP) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/gen/web_page.c: $(WEB_PAGE) tools/embed.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed.sh lilac_web_page $(WEB_PAGE) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/web_page.o: $(BUILD)/gen/web_page.c $(FLAGS_STAMP)
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/liblilac.a: $(OBJ)
 	@rm -f $@

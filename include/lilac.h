@@ -45,6 +45,11 @@ const char *lilac_status_name(lilac_status s);
 typedef struct lilac_engine lilac_engine;
 typedef struct lilac_session lilac_session;
 
+/* Progress of long work inside the library (engine_open: "reading weights",
+ * "uploading to the GPU"): done of total bytes so far; called often, from
+ * the opening thread. */
+typedef void (*lilac_progress_fn)(void *ctx, const char *stage, uint64_t done, uint64_t total);
+
 typedef struct {
     const char *model_dir; /* config.json + safetensors (+ tokenizer files) */
     const char *backend;   /* "auto" (default: CUDA when a GPU is present), "cpu", "cuda" */
@@ -52,6 +57,8 @@ typedef struct {
     int chunk;             /* prefill chunk in tokens; 0 = the backend's default */
     int synthetic;         /* benchmarks: model_dir only supplies config.json; the
                               weights are random, generated on the device */
+    lilac_progress_fn progress; /* optional */
+    void *progress_ctx;
 } lilac_engine_opts;
 
 typedef struct {
@@ -69,6 +76,9 @@ typedef struct {
 lilac_status lilac_engine_open(const lilac_engine_opts *o, lilac_engine **out, lilac_error *e);
 void lilac_engine_close(lilac_engine *g);
 void lilac_engine_get_info(const lilac_engine *g, lilac_engine_info *info);
+/* The device's memory in use (by any process) and in all, in bytes;
+ * LILAC_EUNSUPPORTED on backends without device memory (the CPU). */
+lilac_status lilac_engine_device_memory(const lilac_engine *g, size_t *used, size_t *total);
 
 /* ---------------------------------------------------------------------------
  * Sessions: one token sequence and its model state.  A session only grows:

@@ -21,7 +21,8 @@ static const cli_command commands[] = {
     {"tokenize", "print the token ids of a text (JSON array)", cmd_tokenize},
     {"detokenize", "print the text of token ids", cmd_detokenize},
     {"render", "print the prompt the chat template makes of a chat-completions request", cmd_render},
-    {"serve", "OpenAI-compatible HTTP server (chat, completions, streaming, prefix cache)", cmd_serve},
+    {"chat", "interactive chat in the terminal (streamed, multi-turn, prefix reuse)", cmd_chat},
+    {"serve", "OpenAI- and Anthropic-compatible HTTP server (chat, messages, completions, metrics)", cmd_serve},
 };
 static const int ncommands = (int)(sizeof commands / sizeof commands[0]);
 

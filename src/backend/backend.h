@@ -26,6 +26,8 @@ typedef struct lilac_state lilac_state;     /* per implementation */
 typedef struct {
     int threads;   /* CPU worker threads (0 = one per core) */
     int max_chunk; /* most tokens one forward() call will be given */
+    lilac_progress_fn progress; /* optional: weight upload, in bytes of model.weight_bytes */
+    void *progress_ctx;
 } lilac_backend_opts;
 
 /* What forward() writes besides advancing the state.  Any pointer may be NULL. */
@@ -59,6 +61,9 @@ typedef struct lilac_backend_ops {
                             lilac_error *e);
     /* Optional (NULL when absent): a human-readable description of the device. */
     const char *(*device_name)(const lilac_backend *b);
+    /* Optional (NULL when absent): the device's memory in use (by any
+     * process) and in all, in bytes; nonzero when it cannot tell. */
+    int (*device_memory)(const lilac_backend *b, size_t *used, size_t *total);
     /* Optional (NULL when absent): generation on the device, with no
      * per-token round trip.  logits_in holds the logits after the state's
      * last token (host copy); the first new token is chosen from them.  New

@@ -61,7 +61,8 @@ static lilac_status one(lilac_engine *eng, const int32_t *ids, int n, bench_pref
     return st;
 }
 
-lilac_status bench_prefill(lilac_engine *eng, const int *lens, int nlen, bench_prefill_result *res, lilac_error *e) {
+lilac_status bench_prefill(lilac_engine *eng, const int *lens, int nlen, int quiet, bench_prefill_result *res,
+                           lilac_error *e) {
     lilac_engine_info info;
     lilac_engine_get_info(eng, &info);
     int max = 0;
@@ -80,7 +81,7 @@ lilac_status bench_prefill(lilac_engine *eng, const int *lens, int nlen, bench_p
         const int profiled = lilac_engine_prefill_profile(eng, 1, NULL, e) == LILAC_OK;
         st = one(eng, ids, lens[i], r, e);
         if (profiled && lilac_engine_prefill_profile(eng, 0, &r->prof, e) == LILAC_OK) r->have_prof = 1;
-        if (!st)
+        if (!st && !quiet)
             fprintf(stderr, "bench: prefill %d tokens: %.3f s (%.0f tokens/s), first token after %.3f s\n", lens[i],
                     r->prefill_s, lens[i] / r->prefill_s, r->ttft_s);
     }

@@ -15,7 +15,9 @@ typedef struct {
 
 /* Parses "512,4096,32K" (K = 1024) into out; returns the count or -1. */
 int bench_parse_lengths(const char *list, int *out, int cap, lilac_error *e);
-/* Times a prompt of random ids of each length into a fresh session. */
-lilac_status bench_prefill(lilac_engine *eng, const int *lens, int nlen, bench_prefill_result *res, lilac_error *e);
+/* Times a prompt of random ids of each length into a fresh session (a
+ * line per length on stderr unless quiet). */
+lilac_status bench_prefill(lilac_engine *eng, const int *lens, int nlen, int quiet, bench_prefill_result *res,
+                           lilac_error *e);
 
 #endif

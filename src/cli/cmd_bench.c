@@ -18,6 +18,7 @@
 #include "cli/bench_prefill.h"
 #include "cli/cli_engine.h"
 #include "util/err.h"
+#include "util/progress.h"
 
 int bench_tokenizer(int argc, char **argv, const cli_globals *g);
 
@@ -37,7 +38,7 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
     if (argc >= 1 && strcmp(argv[0], "tokenizer") == 0) return bench_tokenizer(argc - 1, argv + 1, g);
     const char *model = NULL, *config = "tests/fixtures/qwen36-config", *json_out = NULL;
     const char *prefill_list = NULL;
-    int synthetic = 0, ctx = 4096, n = 128, warmup = 16, no_profile = 0, chunk = 0, no_decode = 0;
+    int synthetic = 0, ctx = 4096, n = 128, warmup = 16, no_profile = 0, chunk = 0, no_decode = 0, quiet = 0;
     cli_opt opts[] = {
         {"synthetic", 0, CLI_FLAG, &synthetic, NULL, "random weights of the real shapes, generated on the GPU", 0, 0},
         {"config", 0, CLI_STR, &config, "DIR", "config.json for --synthetic (default: the real Qwen3.6-35B-A3B config)", 0, 0},
@@ -50,6 +51,7 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
         {"no-decode", 0, CLI_FLAG, &no_decode, NULL, "time only the prefills", 0, 0},
         {"chunk", 0, CLI_INT, &chunk, "N", "prefill chunk in tokens (default: the backend's)", 0, 1 << 16},
         {"json", 0, CLI_STR, &json_out, "FILE", "also write the results as JSON", 0, 0},
+        {"quiet", 'q', CLI_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     int help = 0, npos = 0;
@@ -66,11 +68,21 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
         return 0;
     }
     if (!synthetic && !model) return fprintf(stderr, "error: bench: give --synthetic or --model DIR\n"), 2;
+    lilac_progress_sink sink = {.quiet = quiet};
     lilac_engine_opts o = {.model_dir = synthetic ? config : model, .backend = g->backend, .threads = g->threads,
-                           .synthetic = synthetic, .chunk = chunk};
+                           .synthetic = synthetic, .chunk = chunk, .progress = lilac_progress_sink_cb, .progress_ctx = &sink};
     lilac_engine *eng = NULL;
+    const int steps = 4 + (prefill_list != NULL) + !no_profile;
+    int step = 0;
+#define BENCH_STEP(...)                                                                                                \
+    do {                                                                                                               \
+        if (!quiet) fprintf(stderr, "bench: [%d/%d] ", ++step, steps), fprintf(stderr, __VA_ARGS__), fputc('\n', stderr); \
+    } while (0)
+    BENCH_STEP("loading %s", synthetic ? "a synthetic model" : model);
     double t0 = now_s();
-    if (lilac_engine_open(&o, &eng, &e)) return cli_error(&e);
+    lilac_status ost = lilac_engine_open(&o, &eng, &e);
+    lilac_progress_sink_end(&sink);
+    if (ost) return cli_error(&e);
     double t_load = now_s() - t0;
     lilac_engine_info info;
     lilac_engine_get_info(eng, &info);
@@ -79,8 +91,9 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
     enum { MAXLEN = 16 };
     int lens[MAXLEN], nlen = 0;
     bench_prefill_result pre[MAXLEN];
+    if (prefill_list) BENCH_STEP("prefills of %s tokens", prefill_list);
     if (prefill_list && ((nlen = bench_parse_lengths(prefill_list, lens, MAXLEN, &e)) < 0 ||
-                         bench_prefill(eng, lens, nlen, pre, &e)))
+                         bench_prefill(eng, lens, nlen, quiet, pre, &e)))
         goto fail;
     if (nlen) {
         /* expert FLOPs per token: (routed + shared) x (gate, up, down) x I x D x 2 */
@@ -105,7 +118,9 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
         goto done;
     }
     const int cap = ctx + 1 + warmup + n + 64;
+    BENCH_STEP("filling a %d-token context", ctx);
     if (lilac_session_new(eng, cap, &s, &e) || lilac_session_fill_random(s, ctx, 1234, &e)) goto fail;
+    BENCH_STEP("%d warm-up tokens", warmup);
     lilac_gen_params p = {0};
     p.sampling = lilac_sampling_greedy();
     int got = 0;
@@ -119,12 +134,14 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
     if (lilac_session_feed(s, &one, 1, NULL, 0, &e)) goto fail;
     int counted = 0;
     p.max_tokens = n;
+    BENCH_STEP("timing %d tokens", n);
     double t1 = now_s();
     if (lilac_session_generate(s, &p, count_cb, &counted, &got, &why, &e)) goto fail;
     double dt = now_s() - t1;
     lilac_profile prof = {0};
     int have_prof = 0;
     if (!no_profile) {
+        BENCH_STEP("per-kernel profile");
         if (lilac_session_profile(s, &prof, &e) == LILAC_OK) have_prof = 1;
         else fprintf(stderr, "note: no profile: %s\n", e.msg);
     }

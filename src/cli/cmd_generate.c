@@ -69,7 +69,7 @@ static lilac_status prompt_ids(const char *ids_spec, const char *prompt, const c
 
 int cmd_generate(int argc, char **argv, const cli_globals *g) {
     const char *model = NULL, *ids_spec = NULL, *prompt = NULL, *chat = NULL;
-    int n = 16, chunk = 0, print_ids = 0, ignore_eos = 0, no_think = 0, top_k = 0, seed = 0;
+    int n = 16, chunk = 0, print_ids = 0, ignore_eos = 0, no_think = 0, top_k = 0, seed = 0, quiet = 0;
     double temperature = 0, top_p = 1, min_p = 0;
     cli_opt opts[] = {
         {"model", 0, CLI_STR, &model, "DIR", "model directory (config.json + safetensors [+ tokenizer.json])", 0, 0},
@@ -86,6 +86,7 @@ int cmd_generate(int argc, char **argv, const cli_globals *g) {
         {"min-p", 0, CLI_REAL, &min_p, "P", "drop tokens below P times the best (default 0: off)", 0, 0},
         {"seed", 0, CLI_INT, &seed, "S", "random seed for sampling (default 0)", 0, 1 << 30},
         {"chunk", 0, CLI_INT, &chunk, "N", "prefill chunk size in tokens (default 512)", 1, 65536},
+        {"quiet", 'q', CLI_FLAG, &quiet, NULL, "no progress (model load, long prefills) on stderr", 0, 0},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     int help = 0, npos = 0;
@@ -111,7 +112,7 @@ int cmd_generate(int argc, char **argv, const cli_globals *g) {
         if (st && (prompt || chat)) return cli_error(&e);
         if (st) tok = NULL; /* ids in, ids out: no tokenizer needed */
     }
-    lilac_engine *eng = cli_open_engine(model, g, chunk);
+    lilac_engine *eng = cli_open_engine(model, g, chunk, quiet);
     if (!eng) {
         lilac_tokenizer_free(tok);
         return 1;
@@ -153,7 +154,7 @@ int cmd_generate(int argc, char **argv, const cli_globals *g) {
     gc.have_tok = tok && !print_ids;
     if (gc.have_tok) lilac_tok_stream_init(&gc.ts, tok, LILAC_TOK_SKIP_SPECIAL);
     lilac_finish why;
-    if (lilac_session_new(eng, T + n, &s, &e) || lilac_session_feed(s, ids, T, NULL, 0, &e) ||
+    if (lilac_session_new(eng, T + n, &s, &e) || cli_feed(s, ids, T, info.chunk, quiet, NULL, &e) ||
         lilac_session_generate(s, &p, on_token, &gc, &got, &why, &e))
         goto fail;
     if (gc.have_tok) {

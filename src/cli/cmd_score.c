@@ -36,7 +36,7 @@ int cmd_score(int argc, char **argv, const cli_globals *g) {
         return 0;
     }
     if (!ids_spec) return fprintf(stderr, "error: score: --ids is required\n"), 2;
-    lilac_engine *eng = cli_open_engine(model, g, chunk);
+    lilac_engine *eng = cli_open_engine(model, g, chunk, 0);
     if (!eng) return 1;
     lilac_engine_info info;
     lilac_engine_get_info(eng, &info);

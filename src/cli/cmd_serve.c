@@ -32,6 +32,7 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
         {"timeout", 0, CLI_INT, &o.timeout_s, "S", "idle connection timeout in seconds (default 120)", 1, 86400},
         {"chunk", 0, CLI_INT, &o.chunk, "N", "prefill chunk in tokens (default: the backend's)", 1, 65536},
         {"quiet", 'q', CLI_FLAG, &o.quiet, NULL, "no log line per request", 0, 0},
+        {"metrics-open", 0, CLI_FLAG, &o.metrics_open, NULL, "serve GET /metrics without the API key", 0, 0},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     int help = 0, npos = 0;
@@ -42,7 +43,8 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
         printf("Usage: lilac serve --model DIR [--host ADDR] [--port N] [--api-key KEY] [--ctx N]\n"
                "                   [--queue N] [--slots N] [--max-body BYTES] [--backend ...]\n\n"
                "An OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions,\n"
-               "GET /v1/models, GET /health.  One engine thread runs requests in arrival order;\n"
+               "GET /v1/models, GET /health; Anthropic's POST /v1/messages (+ /count_tokens);\n"
+               "GET /metrics (Prometheus).  One engine thread runs requests in arrival order;\n"
                "a prefix cache of session snapshots reuses the state of earlier prompts.\n"
                "SIGINT/SIGTERM stop it cleanly.\n\nOptions:\n");
         cli_print_options(stdout, opts, nopts);

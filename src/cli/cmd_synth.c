@@ -5,15 +5,17 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "model/synth_write.h"
+#include "util/progress.h"
 
 int cmd_synth(int argc, char **argv, const cli_globals *g) {
     const char *config = "tests/fixtures/qwen36-config", *out = NULL;
-    int layers = 0, seed = 1;
+    int layers = 0, seed = 1, quiet = 0;
     cli_opt opts[] = {
         {"config", 0, CLI_STR, &config, "DIR", "directory whose config.json gives the shapes (default: the real Qwen3.6 config)", 0, 0},
         {"layers", 0, CLI_INT, &layers, "N", "keep only the first N decoder layers (default: all)", 0, 256},
         {"out", 'o', CLI_STR, &out, "DIR", "output directory (created)", 0, 0},
         {"seed", 0, CLI_INT, &seed, "S", "random seed (default 1)", 0, 1 << 30},
+        {"quiet", 'q', CLI_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     int help = 0, npos = 0;
@@ -30,6 +32,9 @@ int cmd_synth(int argc, char **argv, const cli_globals *g) {
     }
     if (!out) return fprintf(stderr, "error: synth: --out DIR is required\n"), 2;
     (void)g;
-    if (lilac_synth_write(config, layers, out, (uint64_t)seed, &e)) return fprintf(stderr, "error: %s\n", e.msg), 1;
+    lilac_progress_sink sink = {.quiet = quiet};
+    lilac_status st = lilac_synth_write_progress(config, layers, out, (uint64_t)seed, lilac_progress_sink_cb, &sink, &e);
+    lilac_progress_sink_end(&sink);
+    if (st) return fprintf(stderr, "error: %s\n", e.msg), 1;
     return 0;
 }

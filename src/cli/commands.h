@@ -22,6 +22,7 @@ int cmd_tokenize(int argc, char **argv, const cli_globals *g);
 int cmd_detokenize(int argc, char **argv, const cli_globals *g);
 int cmd_render(int argc, char **argv, const cli_globals *g);
 int cmd_serve(int argc, char **argv, const cli_globals *g);
+int cmd_chat(int argc, char **argv, const cli_globals *g);
 
 /* The common tail of every command's --help. */
 void cli_print_globals_help(void);

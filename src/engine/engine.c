@@ -7,6 +7,8 @@
  * whatever the prompt length. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "engine/sample.h"
@@ -29,6 +31,32 @@ struct lilac_session {
     int have_logits;
     lilac_sampler sampler;
 };
+
+/* The CPU backend reads the mapped checkpoint lazily, so a big model's load
+ * "finishes" at once and its first tokens pay for the disk.  When the caller
+ * shows progress, the files are read here instead (one byte per page, into
+ * the page cache), so the wait is where the bar is — unless they would not
+ * fit in 3/4 of the memory: then the pages would only push each other out,
+ * and reading on demand (only the experts a prompt uses) is better. */
+static void read_weights(const lilac_model *m, const lilac_engine_opts *o) {
+    uint64_t total = 0, done = 0;
+    const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096, phys = sysconf(_SC_PHYS_PAGES);
+    for (int f = 0; f < m->tensors.nfiles; f++) total += m->tensors.maps[f].size;
+    if (phys > 0 && total > (uint64_t)phys / 4 * 3 * (uint64_t)page) return;
+    volatile unsigned char sink = 0;
+    for (int f = 0; f < m->tensors.nfiles; f++) {
+        const lilac_mapping *mp = &m->tensors.maps[f];
+        if (!mp->data) continue;
+        madvise((void *)mp->data, mp->size, MADV_WILLNEED);
+        for (size_t off = 0; off < mp->size; off += (size_t)page) {
+            sink ^= mp->data[off];
+            if ((off & ((64u << 20) - 1)) == 0) o->progress(o->progress_ctx, "reading weights", done + off, total);
+        }
+        done += mp->size;
+    }
+    o->progress(o->progress_ctx, "reading weights", done, total);
+    (void)sink;
+}
 
 lilac_status lilac_engine_open(const lilac_engine_opts *o, lilac_engine **out, lilac_error *e) {
     *out = NULL;
@@ -54,7 +82,8 @@ lilac_status lilac_engine_open(const lilac_engine_opts *o, lilac_engine **out, l
     }
     g->ops = ops;
     g->chunk = o->chunk > 0 ? o->chunk : ops->default_chunk > 0 ? ops->default_chunk : 512;
-    lilac_backend_opts bo = {o->threads, g->chunk};
+    if (o->progress && !o->synthetic && ops == &lilac_cpu_backend) read_weights(&g->model, o);
+    lilac_backend_opts bo = {o->threads, g->chunk, o->progress, o->progress_ctx};
     if ((st = ops->open(&g->model, &bo, &g->be, e))) {
         lilac_model_free(&g->model);
         free(g);
@@ -89,6 +118,11 @@ void lilac_engine_get_info(const lilac_engine *g, lilac_engine_info *info) {
     info->layout = g->model.layout == LILAC_LAYOUT_MLX ? "mlx" : "hf";
     info->weight_bytes = g->model.weight_bytes;
     info->chunk = g->chunk;
+}
+
+lilac_status lilac_engine_device_memory(const lilac_engine *g, size_t *used, size_t *total) {
+    if (!g || !g->ops->device_memory || g->ops->device_memory(g->be, used, total)) return LILAC_EUNSUPPORTED;
+    return LILAC_OK;
 }
 
 size_t lilac_session_bytes(const lilac_engine *g, int max_ctx) { return g->ops->state_bytes(g->be, max_ctx); }

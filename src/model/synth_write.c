@@ -204,6 +204,11 @@ static lilac_status write_config(const char *src_dir, int L, const char *out_dir
 }
 
 lilac_status lilac_synth_write(const char *src_dir, int n_layers, const char *out_dir, uint64_t seed, lilac_error *e) {
+    return lilac_synth_write_progress(src_dir, n_layers, out_dir, seed, NULL, NULL, e);
+}
+
+lilac_status lilac_synth_write_progress(const char *src_dir, int n_layers, const char *out_dir, uint64_t seed,
+                                        lilac_progress_fn progress, void *progress_ctx, lilac_error *e) {
     lilac_config c;
     lilac_status st = lilac_config_load(src_dir, &c, e);
     if (st) return st;
@@ -243,7 +248,12 @@ lilac_status lilac_synth_write(const char *src_dir, int n_layers, const char *ou
     int ok = fwrite(le, 1, 8, f) == 8 && fwrite(h.data, 1, h.len, f) == h.len;
     lilac_buf_free(&h);
     uint64_t rng = seed;
-    for (int i = 0; ok && i < l.n; i++) ok = write_data(f, &l.v[i], &rng);
+    uint64_t written = 0;
+    for (int i = 0; ok && i < l.n; i++) {
+        ok = write_data(f, &l.v[i], &rng);
+        written += l.v[i].nbytes;
+        if (progress) progress(progress_ctx, "writing model.safetensors", written, off);
+    }
     if (fclose(f) != 0) ok = 0;
     f = NULL;
     if (!ok) st = lilac_fail(e, LILAC_EIO, "%s: write failed (disk full?)", path);

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "lilac.h"
 #include "util/err.h"
 
 /* Reads SRC_DIR/config.json, keeps its first n_layers decoder layers (0 =
@@ -14,5 +15,9 @@
  * projections and experts, 0.1 for the router and lm_head (decisive routing
  * and spread-out logits, so backends can be compared by top-1). */
 lilac_status lilac_synth_write(const char *src_dir, int n_layers, const char *out_dir, uint64_t seed, lilac_error *e);
+/* The same, reporting the bytes of model.safetensors written so far
+ * (progress may be NULL). */
+lilac_status lilac_synth_write_progress(const char *src_dir, int n_layers, const char *out_dir, uint64_t seed,
+                                        lilac_progress_fn progress, void *progress_ctx, lilac_error *e);
 
 #endif

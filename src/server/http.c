@@ -35,7 +35,30 @@ struct srv_http {
     int quiesced;
 };
 
-typedef enum { R_UNKNOWN, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH } route;
+typedef enum { R_UNKNOWN, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_MESSAGES, R_COUNT_TOKENS, R_METRICS, R_PAGE } route;
+
+/* The route of the request this thread is answering.  MHD calls a
+ * connection's handler and its response callbacks only on that connection's
+ * thread, so the replies can see which API asked (error shapes, the metrics'
+ * endpoint label) without the route passed through every helper. */
+static _Thread_local route tl_route;
+static _Thread_local srv_ctx *tl_srv;
+
+static int anthropic_route(route r) { return r == R_MESSAGES || r == R_COUNT_TOKENS; }
+
+static srv_endpoint endpoint_of(route r) {
+    switch (r) {
+    case R_CHAT: return SRV_EP_CHAT;
+    case R_COMPLETIONS: return SRV_EP_COMPLETIONS;
+    case R_MESSAGES: return SRV_EP_MESSAGES;
+    case R_COUNT_TOKENS: return SRV_EP_COUNT_TOKENS;
+    case R_MODELS: return SRV_EP_MODELS;
+    case R_HEALTH: return SRV_EP_HEALTH;
+    case R_METRICS: return SRV_EP_METRICS;
+    case R_PAGE: return SRV_EP_PAGE;
+    default: return SRV_EP_OTHER;
+    }
+}
 
 /* Per-request state (MHD's con_cls), freed by the completion callback. */
 typedef struct {
@@ -58,7 +81,8 @@ static const char KEEPALIVE[] = ": keep-alive\n\n";
 
 /* --------------------------------------------------------------- replies */
 
-static enum MHD_Result reply(struct MHD_Connection *c, int status, char *body, const char *hname, const char *hval) {
+static enum MHD_Result reply_typed(struct MHD_Connection *c, int status, char *body, const char *ctype, const char *hname,
+                                   const char *hval) {
     if (!body) { /* out of memory: an empty 500 is all that can be said */
         status = 500;
         body = strdup("");
@@ -69,18 +93,37 @@ static enum MHD_Result reply(struct MHD_Connection *c, int status, char *body, c
         free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Content-Type", ctype);
     if (hname) MHD_add_response_header(r, hname, hval);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
+    if (ret == MHD_YES && tl_srv) srv_metrics_request(tl_srv->metrics, endpoint_of(tl_route), status);
     return ret;
+}
+
+/* The web chat page: static bytes, no key needed (the page asks for one
+ * when the API wants it). */
+static enum MHD_Result reply_page(struct MHD_Connection *c) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(lilac_web_page_len, (void *)lilac_web_page, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    if (ret == MHD_YES && tl_srv) srv_metrics_request(tl_srv->metrics, SRV_EP_PAGE, 200);
+    return ret;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, int status, char *body, const char *hname, const char *hval) {
+    return reply_typed(c, status, body, "application/json", hname, hval);
 }
 
 static enum MHD_Result reply_err(struct MHD_Connection *c, const srv_err *e) {
     const char *hn = NULL, *hv = NULL;
     if (e->status == 429) hn = "Retry-After", hv = "1";
     if (e->status == 401) hn = "WWW-Authenticate", hv = "Bearer";
-    return reply(c, e->status, srv_resp_error(e), hn, hv);
+    return reply(c, e->status, anthropic_route(tl_route) ? srv_anth_error(e) : srv_resp_error(e), hn, hv);
 }
 
 static enum MHD_Result reply_simple(struct MHD_Connection *c, int status, const char *code, const char *msg) {
@@ -201,6 +244,7 @@ static enum MHD_Result reply_stream(struct MHD_Connection *c, srv_ctx *srv, srv_
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
+    if (ret == MHD_YES) srv_metrics_request(srv->metrics, endpoint_of(tl_route), 200);
     return ret;
 }
 
@@ -220,12 +264,19 @@ static enum MHD_Result generate(struct MHD_Connection *c, srv_ctx *srv, conn_req
         json_decref(body);
         return reply_simple(c, 400, NULL, "the body must be a JSON object");
     }
-    srv_job *j = srv_job_new(srv, rq->r == R_CHAT ? SRV_CHAT : SRV_COMPLETION);
+    if (rq->r == R_COUNT_TOKENS) {
+        char *count = srv_req_count_tokens(srv, body, &err);
+        json_decref(body);
+        return count ? reply(c, 200, count, NULL, NULL) : reply_err(c, &err);
+    }
+    srv_job *j = srv_job_new(srv, rq->r == R_COMPLETIONS ? SRV_COMPLETION : SRV_CHAT);
     if (!j) {
         json_decref(body);
         return reply_simple(c, 500, NULL, "out of memory");
     }
-    int bad = j->kind == SRV_CHAT ? srv_req_chat(srv, body, j, &err) : srv_req_completion(srv, body, j, &err);
+    int bad = rq->r == R_MESSAGES ? srv_req_messages(srv, body, j, &err)
+              : j->kind == SRV_CHAT ? srv_req_chat(srv, body, j, &err)
+                                    : srv_req_completion(srv, body, j, &err);
     json_decref(body);
     if (bad) {
         srv_job_release(j);
@@ -273,9 +324,11 @@ static enum MHD_Result generate(struct MHD_Connection *c, srv_ctx *srv, conn_req
 
 /* -------------------------------------------------------------- handler */
 
-static int auth_ok(struct MHD_Connection *c, const char *key) {
+/* Anthropic clients send the key as "x-api-key: KEY" (accepted on their routes). */
+static int auth_ok(struct MHD_Connection *c, const char *key, int x_api_key) {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    const char *p = h && strncmp(h, "Bearer ", 7) == 0 ? h + 7 : "";
+    const char *x = x_api_key ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key") : NULL;
+    const char *p = x && !(h && strncmp(h, "Bearer ", 7) == 0) ? x : h && strncmp(h, "Bearer ", 7) == 0 ? h + 7 : "";
     size_t np = strlen(p), nk = strlen(key);
     /* constant time in the key's content: every byte of the key is compared */
     unsigned char d = np != nk;
@@ -292,6 +345,10 @@ static route route_of(const char *url, const char **method_needed) {
         {"/v1/completions", "POST", R_COMPLETIONS},
         {"/v1/models", "GET", R_MODELS},
         {"/health", "GET", R_HEALTH},
+        {"/v1/messages", "POST", R_MESSAGES},
+        {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
+        {"/metrics", "GET", R_METRICS},
+        {"/", "GET", R_PAGE},
     };
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (strcmp(url, routes[i].path) == 0) {
@@ -306,11 +363,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     (void)version;
     srv_ctx *srv = cls;
     conn_req *rq = *con_cls;
+    tl_srv = srv;
+    tl_route = rq ? rq->r : R_UNKNOWN;
     if (!rq) { /* headers only: decide what can be decided before the body */
         if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
         *con_cls = rq;
         const char *need = NULL;
-        rq->r = route_of(url, &need);
+        rq->r = tl_route = route_of(url, &need);
         enum MHD_Result ret = MHD_YES;
         if (rq->r == R_UNKNOWN) {
             char msg[300];
@@ -322,10 +381,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             srv_err e;
             srv_errf(&e, 405, NULL, "%s", msg);
             e.code = "method_not_allowed";
-            ret = reply(c, 405, srv_resp_error(&e), "Allow", need), rq->answered = 1;
-        } else if (rq->r != R_HEALTH && srv->o.api_key && !auth_ok(c, srv->o.api_key)) {
+            ret = reply(c, 405, anthropic_route(rq->r) ? srv_anth_error(&e) : srv_resp_error(&e), "Allow", need),
+            rq->answered = 1;
+        } else if (rq->r != R_HEALTH && rq->r != R_PAGE && !(rq->r == R_METRICS && srv->o.metrics_open) && srv->o.api_key &&
+                   !auth_ok(c, srv->o.api_key, anthropic_route(rq->r))) {
             srv_err e;
-            srv_errf(&e, 401, NULL, "missing or incorrect API key (send 'Authorization: Bearer KEY')");
+            srv_errf(&e, 401, NULL, "missing or incorrect API key (send 'Authorization: Bearer KEY'%s)",
+                     anthropic_route(rq->r) ? " or 'x-api-key: KEY'" : "");
             e.code = "invalid_api_key";
             ret = reply_err(c, &e), rq->answered = 1;
         } else {
@@ -376,8 +438,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return reply(c, atomic_load(&srv->stopping) ? 503 : 200, srv_resp_health(srv), NULL, NULL);
     case R_MODELS:
         return reply(c, 200, srv_resp_models(srv), NULL, NULL);
+    case R_PAGE:
+        return reply_page(c);
+    case R_METRICS:
+        return reply_typed(c, 200, srv_metrics_render(srv), "text/plain; version=0.0.4; charset=utf-8", NULL, NULL);
     case R_CHAT:
     case R_COMPLETIONS:
+    case R_MESSAGES:
+    case R_COUNT_TOKENS:
         return generate(c, srv, rq);
     default:
         return MHD_NO;

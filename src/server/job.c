@@ -30,6 +30,9 @@ srv_job *srv_job_new(const srv_ctx *srv, srv_kind kind) {
     j->srv = srv;
     j->kind = kind;
     j->last_id = -1;
+    j->stop_which = -1;
+    j->blk_kind = -1;
+    j->t_created = srv_now();
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     atomic_init(&j->cancel, 0);
@@ -51,6 +54,9 @@ void srv_job_release(srv_job *j) {
     lilac_buf_free(&j->sse);
     json_decref(j->lp_all);
     json_decref(j->lp_pend);
+    json_decref(j->blocks);
+    json_decref(j->blk);
+    lilac_buf_free(&j->blk_text);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);

@@ -162,7 +162,7 @@ static json_t *text_choice(json_t *text, json_t *logprobs, const char *finish) {
 }
 
 void srv_resp_stream_start(srv_job *j) {
-    if (j->kind != SRV_CHAT) return;
+    if (j->kind != SRV_CHAT || j->api == SRV_API_ANTHROPIC) return; /* Anthropic: the engine starts it */
     push_event(j, chunk(j, chat_choice(json_pack("{s:s, s:s}", "role", "assistant", "content", ""), json_null(), NULL)));
 }
 
@@ -207,6 +207,10 @@ void srv_resp_stream_end(srv_job *j) {
 }
 
 void srv_resp_stream_error(srv_job *j, const srv_err *e) {
+    if (j->api == SRV_API_ANTHROPIC) {
+        srv_anth_stream_error(j, e);
+        return;
+    }
     char *s = srv_resp_error(e);
     if (s) {
         lilac_buf b = LILAC_BUF_INIT;
@@ -221,6 +225,7 @@ void srv_resp_stream_error(srv_job *j, const srv_err *e) {
 /* ------------------------------------------------------------------ bodies */
 
 char *srv_resp_body(const srv_job *j) {
+    if (j->api == SRV_API_ANTHROPIC) return srv_anth_body(j);
     json_t *choice;
     const char *fin = srv_finish_reason(j);
     json_t *lp = j->lp_all ? logprobs_json(j, j->lp_all) : json_null();

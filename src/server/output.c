@@ -9,11 +9,19 @@
  * stop string and anything after it in that token) is dropped, and the
  * callback stops generation at that token. */
 #include <stdio.h>
+#include <string.h>
 
 #include "server/server.h"
 #include "server/stop_match.h"
 
-static void on_delta(void *ctx, const lilac_delta *d) { srv_resp_chat_delta((srv_job *)ctx, d); }
+static void on_delta(void *ctx, const lilac_delta *d) {
+    srv_job *j = ctx;
+    if (j->api == SRV_API_ANTHROPIC) srv_anth_delta(j, d);
+    else srv_resp_chat_delta(j, d);
+}
+
+/* Anthropic content blocks are built from the deltas, streaming or not. */
+static lilac_delta_fn delta_fn(const srv_job *j) { return j->stream || j->api == SRV_API_ANTHROPIC ? on_delta : NULL; }
 
 int srv_output_begin(srv_job *j) {
     lilac_tok_stream_init(&j->ts, j->srv->tok, LILAC_TOK_SKIP_SPECIAL);
@@ -29,7 +37,7 @@ static void emit(srv_job *j, const char *p, size_t n) {
     if (!n) return;
     if (j->kind == SRV_CHAT) {
         lilac_error e = {0};
-        if (lilac_parser_feed(j->parser, p, n, j->stream ? on_delta : NULL, j, &e))
+        if (lilac_parser_feed(j->parser, p, n, delta_fn(j), j, &e))
             fprintf(stderr, "lilac serve: %s: parser: %s\n", j->id, e.msg);
     } else {
         lilac_buf_append(&j->text, p, n);
@@ -48,8 +56,13 @@ static int push_text(srv_job *j, const char *p, size_t n) {
     int stopped = 0;
     size_t k = srv_stop_push(&st, &j->hold, p, n, &stopped);
     emit(j, j->hold.data, k);
+    if (stopped) { /* which stop string starts at k (the earliest start; the first listed on a tie) */
+        j->stop_hit = 1;
+        for (int i = 0; i < j->n_stop && j->stop_which < 0; i++)
+            if (j->stop_len[i] <= j->hold.len - k && memcmp(j->hold.data + k, j->stop[i], j->stop_len[i]) == 0)
+                j->stop_which = i;
+    }
     srv_stop_consume(&j->hold, k, stopped);
-    if (stopped) j->stop_hit = 1;
     return stopped;
 }
 
@@ -57,6 +70,10 @@ int srv_output_token(void *ctx, const lilac_token_info *t) {
     srv_job *j = ctx;
     if (atomic_load(&j->cancel)) return 1;
     j->n_gen = t->index + 1;
+    double now = srv_now();
+    if (t->index == 0) srv_metrics_ttft(j->srv->metrics, now - j->t_created);
+    else srv_metrics_token_gap(j->srv->metrics, now - j->t_token);
+    j->t_token = now;
     j->last_id = t->id;
     if (j->logprobs) srv_resp_logprob(j, t, j->text.len + j->hold.len);
     lilac_buf_clear(&j->piece);
@@ -75,8 +92,9 @@ void srv_output_end(srv_job *j) {
     }
     if (j->kind == SRV_CHAT) {
         lilac_error e = {0};
-        if (lilac_parser_finish(j->parser, j->stream ? on_delta : NULL, j, &e))
+        if (lilac_parser_finish(j->parser, delta_fn(j), j, &e))
             fprintf(stderr, "lilac serve: %s: parser: %s\n", j->id, e.msg);
     }
-    if (j->stream) srv_resp_stream_end(j);
+    if (j->api == SRV_API_ANTHROPIC) srv_anth_end(j);
+    else if (j->stream) srv_resp_stream_end(j);
 }

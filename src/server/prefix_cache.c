@@ -119,3 +119,9 @@ lilac_status srv_pcache_store(srv_pcache *c, const lilac_session *src, srv_snap 
     v->anchor = anchor;
     return LILAC_OK;
 }
+
+int srv_pcache_used(const srv_pcache *c) {
+    int n = 0;
+    for (int i = 0; c && i < c->n; i++) n += c->slots[i].used != 0;
+    return n;
+}

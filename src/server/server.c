@@ -13,6 +13,7 @@
 
 #include "server/server.h"
 #include "util/file.h"
+#include "util/progress.h"
 
 void srv_stat_add(srv_ctx *srv, long *field, long v) {
     pthread_mutex_lock(&srv->stats_mu);
@@ -114,6 +115,7 @@ static void free_ctx(srv_ctx *srv) {
     lilac_tokenizer_free(srv->tok);
     lilac_engine_close(srv->eng);
     pthread_mutex_destroy(&srv->stats_mu);
+    srv_metrics_free(srv->metrics);
 }
 
 int srv_run(const srv_opts *o) {
@@ -131,6 +133,10 @@ int srv_run(const srv_opts *o) {
     srv->o = *o;
     srv->started = (long long)time(NULL);
     pthread_mutex_init(&srv->stats_mu, NULL);
+    if (!(srv->metrics = srv_metrics_new())) {
+        free(srv);
+        return fprintf(stderr, "error: serve: out of memory\n"), 1;
+    }
     atomic_init(&srv->stopping, 0);
     lilac_error e = {0};
     char msg[600] = "";
@@ -138,8 +144,12 @@ int srv_run(const srv_opts *o) {
     srv_worker *w = NULL;
     srv_http *h = NULL;
 
-    lilac_engine_opts eo = {.model_dir = o->model_dir, .backend = o->backend, .threads = o->threads, .chunk = o->chunk};
-    if (lilac_engine_open(&eo, &srv->eng, &e) || lilac_tokenizer_load(o->model_dir, &srv->tok, &e)) {
+    lilac_progress_sink sink = {.quiet = o->quiet};
+    lilac_engine_opts eo = {.model_dir = o->model_dir, .backend = o->backend, .threads = o->threads, .chunk = o->chunk,
+                            .progress = lilac_progress_sink_cb, .progress_ctx = &sink};
+    lilac_status ost = lilac_engine_open(&eo, &srv->eng, &e);
+    lilac_progress_sink_end(&sink);
+    if (ost || lilac_tokenizer_load(o->model_dir, &srv->tok, &e)) {
         snprintf(msg, sizeof msg, "%s", e.msg);
         goto out;
     }

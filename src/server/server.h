@@ -48,6 +48,7 @@ typedef struct {
     int max_conns;           /* simultaneous HTTP connections */
     int timeout_s;           /* idle connection timeout */
     int quiet;               /* no per-request log lines */
+    int metrics_open;        /* GET /metrics without the API key */
 } srv_opts;
 
 /* Defaults for omitted sampling fields (generation_config.json, else OpenAI's). */
@@ -57,6 +58,7 @@ typedef struct {
 
 typedef struct srv_queue srv_queue;
 typedef struct srv_pcache srv_pcache;
+typedef struct srv_metrics srv_metrics;
 
 /* Counters reported by GET /health; updated under srv_ctx.stats_mu. */
 typedef struct {
@@ -86,6 +88,7 @@ typedef struct {
     atomic_int stopping;
     pthread_mutex_t stats_mu;
     srv_stats stats;
+    srv_metrics *metrics; /* GET /metrics (metrics.c); its own lock */
 } srv_ctx;
 
 /* ----------------------------------------------------------------- errors */
@@ -104,6 +107,9 @@ int srv_errf(srv_err *e, int status, const char *param, const char *fmt, ...) __
 /* -------------------------------------------------------------------- jobs */
 
 typedef enum { SRV_CHAT, SRV_COMPLETION } srv_kind;
+/* The API whose shapes the answer takes: a chat job is OpenAI's
+ * chat.completion or Anthropic's message (anthropic_req.c/_resp.c). */
+typedef enum { SRV_API_OPENAI, SRV_API_ANTHROPIC } srv_api;
 
 #define SRV_MAX_SPLIT 2
 
@@ -113,6 +119,7 @@ struct srv_job {
 
     /* --- set by the HTTP thread before queueing, read-only afterwards --- */
     srv_kind kind;
+    srv_api api;
     int stream, include_usage;
     int logprobs, top_logprobs; /* logprobs: chat true/false; completions: n >= 0 (legacy) */
     char id[64];
@@ -139,7 +146,16 @@ struct srv_job {
     int n_gen, cached;
     lilac_finish why;
     int stop_hit;      /* a stop string ended it */
+    int stop_which;    /* which one: an index into stop[], -1 */
     int32_t last_id;
+    double t_created, t_token; /* monotonic seconds: job made, last token (metrics) */
+    /* Anthropic content blocks, built from the parser's deltas in their order
+     * (streaming or not, so both see the same blocks). */
+    json_t *blocks;    /* the closed blocks, [{type: thinking|text|tool_use, ...}] */
+    int blk_kind;      /* the open block: -1 none, else a lilac_delta_kind (TOOL_START for tool_use) */
+    json_t *blk;       /* the open block's object (without its text or input yet) */
+    lilac_buf blk_text; /* the open block's thinking, text, or input JSON so far */
+    int anth_started;  /* message_start was sent */
 
     /* --- shared --- */
     pthread_mutex_t mu;
@@ -202,6 +218,8 @@ typedef enum {
 /* Keeps a copy of src (unless an equal one is there), replacing the least
  * recently used slot (after the drops SRV_SNAP_PROMPT makes). */
 lilac_status srv_pcache_store(srv_pcache *c, const lilac_session *src, srv_snap kind, lilac_error *e);
+/* Slots holding a snapshot. */
+int srv_pcache_used(const srv_pcache *c);
 
 /* ------------------------------------------------------------ engine thread */
 
@@ -249,6 +267,53 @@ char *srv_resp_models(const srv_ctx *srv);
 char *srv_resp_health(srv_ctx *srv);
 /* A JSON string of n bytes (invalid UTF-8 repaired); never NULL unless out of memory. */
 json_t *srv_json_str(const char *s, size_t n);
+
+/* ----------------------------------------- Anthropic Messages (anthropic_*.c) */
+
+/* POST /v1/messages: checks an Anthropic body, maps it to the chat request
+ * it means and fills the job through srv_req_chat (so the prompt, the
+ * sampling and the parser are the chat endpoint's).  Returns 0, or fills err. */
+int srv_req_messages(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err);
+/* POST /v1/messages/count_tokens: malloc'd {"input_tokens": N}, or NULL with err. */
+char *srv_req_count_tokens(const srv_ctx *srv, json_t *body, srv_err *err);
+/* {"type": "error", "error": {"type", "message"}}, malloc'd. */
+char *srv_anth_error(const srv_err *e);
+/* Engine thread: message_start + ping (once the cached prefix is known). */
+void srv_anth_stream_start(srv_job *j);
+/* A parser delta: opens, extends or closes content blocks (SSE when streaming). */
+void srv_anth_delta(srv_job *j, const lilac_delta *d);
+/* The end: closes the open block; streams message_delta + message_stop. */
+void srv_anth_end(srv_job *j);
+void srv_anth_stream_error(srv_job *j, const srv_err *e);
+char *srv_anth_body(const srv_job *j);
+const char *srv_anth_stop_reason(const srv_job *j);
+
+/* ------------------------------------------------------ metrics (metrics.c) */
+
+typedef enum {
+    SRV_EP_CHAT, SRV_EP_COMPLETIONS, SRV_EP_MESSAGES, SRV_EP_COUNT_TOKENS, SRV_EP_MODELS, SRV_EP_HEALTH,
+    SRV_EP_METRICS, SRV_EP_PAGE, SRV_EP_OTHER, SRV_EP_N
+} srv_endpoint;
+
+srv_metrics *srv_metrics_new(void);
+void srv_metrics_free(srv_metrics *m);
+/* An answer's status (HTTP threads). */
+void srv_metrics_request(srv_metrics *m, srv_endpoint ep, int status);
+/* Engine thread: a job's first token (seconds since it was made), the gap
+ * between two tokens, and a finished job's prefill and decode work. */
+void srv_metrics_ttft(srv_metrics *m, double s);
+void srv_metrics_token_gap(srv_metrics *m, double s);
+void srv_metrics_job(srv_metrics *m, int prefilled, double prefill_s, int decoded, double decode_s);
+/* Engine thread: snapshots held by the prefix cache and their bytes. */
+void srv_metrics_snapshots(srv_metrics *m, int n, size_t bytes);
+/* The Prometheus text exposition of everything, malloc'd. */
+char *srv_metrics_render(srv_ctx *srv);
+double srv_now(void); /* monotonic seconds */
+
+/* The web chat page served at / (src/server/web/chat.html, embedded by
+ * tools/embed.sh into $(BUILD)/gen/web_page.c). */
+extern const unsigned char lilac_web_page[];
+extern const size_t lilac_web_page_len;
 
 /* ----------------------------------------------------------------- http.c */
 

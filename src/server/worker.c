@@ -30,6 +30,7 @@ struct srv_worker {
     lilac_session *cur;
     int cur_valid; /* cur's state matches its tokens (false after a failed feed) */
     srv_pcache *pc;
+    size_t snap_bytes; /* bytes of one snapshot (a session of --ctx tokens) */
 };
 
 static double now_ms(void) {
@@ -53,6 +54,8 @@ static lilac_status feed_range(srv_worker *w, srv_job *j, int from, int to, lila
 static void snapshot(srv_worker *w, srv_snap kind) {
     lilac_error e = {0};
     if (srv_pcache_store(w->pc, w->cur, kind, &e)) fprintf(stderr, "lilac serve: prefix cache: %s\n", e.msg);
+    int used = srv_pcache_used(w->pc);
+    srv_metrics_snapshots(w->srv->metrics, used, (size_t)used * w->snap_bytes);
 }
 
 /* Picks the state to start from; returns the number of prompt tokens reused. */
@@ -87,6 +90,7 @@ static void run(srv_worker *w, srv_job *j) {
 
     int start = reuse(w, j, &e);
     j->cached = start;
+    if (j->api == SRV_API_ANTHROPIC && j->stream) srv_anth_stream_start(j); /* message_start carries the cached count */
     for (int k = 0; slots > 0 && !st && k < j->n_split; k++) {
         if (j->split[k] <= start || j->split[k] >= n) continue;
         if (!(st = feed_range(w, j, start, j->split[k], &e))) {
@@ -119,6 +123,8 @@ static void run(srv_worker *w, srv_job *j) {
     } else {
         srv_output_end(j);
     }
+    double t_end = now_ms();
+    if (!st && !cut) srv_metrics_job(srv->metrics, n - j->cached, (t_prefill - t0) * 1e-3, n_out, (t_end - t_prefill) * 1e-3);
     int32_t last = j->last_id;
     int ended_turn = !st && !cut && j->kind == SRV_CHAT && j->chat_snapshot_end && why == LILAC_FINISH_EOS &&
                      last == srv->im_end && srv->n_nl > 0;
@@ -176,6 +182,7 @@ lilac_status srv_worker_start(srv_ctx *srv, srv_worker **out, lilac_error *e) {
     srv_worker *w = calloc(1, sizeof *w);
     if (!w) return lilac_fail(e, LILAC_ENOMEM, "worker");
     w->srv = srv;
+    w->snap_bytes = lilac_session_bytes(srv->eng, srv->o.ctx);
     lilac_status st = lilac_session_new(srv->eng, srv->o.ctx, &w->cur, e);
     if (!st) st = srv_pcache_new(srv->eng, srv->o.slots, srv->o.ctx, &w->pc, e);
     w->cur_valid = 1;

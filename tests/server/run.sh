@@ -4,8 +4,8 @@
 # fixture.  Run from the repository root (tests/run.sh does).
 #
 # Uses $LILAC (default ./lilac; `make test-asan` points it at the ASan build).
-# Sets up .venv/ (gitignored) with `openai` from PyPI on first use; if pip
-# cannot install it, the suite FAILS — it is never skipped.
+# Sets up .venv/ (gitignored) with `openai` and `anthropic` from PyPI on first
+# use; if pip cannot install them, the suite FAILS — it is never skipped.
 # test_server.py starts its own servers on free ports and stops them with
 # SIGTERM, checking that they exit 0 (under ASan: with no leaks).
 set -u
@@ -17,11 +17,11 @@ if ! command -v curl >/dev/null 2>&1; then
     echo "FAIL: curl is not installed (tools/install-deps.sh installs it)"
     exit 1
 fi
-if ! [ -x "$PY" ] || ! "$PY" -c 'import openai' 2>/dev/null; then
-    echo "server: setting up $VENV with the openai package (pip)"
-    python3 -m venv "$VENV" || { echo "FAIL: python3 -m venv $VENV failed"; exit 1; }
-    "$VENV/bin/pip" install -q --disable-pip-version-check openai ||
-        { echo "FAIL: pip could not install the openai package (network to PyPI needed once)"; exit 1; }
-    "$PY" -c 'import openai' || { echo "FAIL: openai does not import after install"; exit 1; }
+if ! [ -x "$PY" ] || ! "$PY" -c 'import openai, anthropic' 2>/dev/null; then
+    echo "server: setting up $VENV with the openai and anthropic packages (pip)"
+    [ -x "$PY" ] || python3 -m venv "$VENV" || { echo "FAIL: python3 -m venv $VENV failed"; exit 1; }
+    "$VENV/bin/pip" install -q --disable-pip-version-check openai anthropic ||
+        { echo "FAIL: pip could not install the openai and anthropic packages (network to PyPI needed once)"; exit 1; }
+    "$PY" -c 'import openai, anthropic' || { echo "FAIL: openai/anthropic do not import after install"; exit 1; }
 fi
 exec "$PY" tests/server/test_server.py --lilac "$LILAC" "$@"

@@ -753,6 +753,16 @@ def shutdown_is_clean():
     assert "stopped" in srv.read_log()
 
 
+# ------------------------------------------------------- other modules
+
+# Test modules beside this one import it as `test_server` and register their
+# tests with @test; run as a script, this module is __main__, so it is
+# entered under its name first (one module, one TESTS list, one S).
+sys.modules.setdefault("test_server", sys.modules[__name__])
+import test_anthropic  # noqa: E402,F401  (Anthropic Messages API)
+import test_metrics  # noqa: E402,F401  (GET /metrics)
+import test_web  # noqa: E402,F401  (the web chat page, in Chromium)
+
 # ------------------------------------------------------------------ main
 
 

@@ -115,6 +115,8 @@ static lilac_status fused(lilac_backend *b, const lilac_matrix *const *parts, in
                 (st = upload(bb + ro * gpr, p->biases, r * gpr * 2, e)))
                 return st;
             ro += r;
+            b->uploaded += r * (wpr * 4 + gpr * 4);
+            if (b->progress) b->progress(b->progress_ctx, "uploading to the GPU", b->uploaded, b->m->weight_bytes);
         }
     }
     *out = (lc_qmat){w, s, bb, rows, p0->cols, bits, p0->n_mat};
@@ -232,6 +234,8 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
     if (!b) return lilac_fail(e, LILAC_ENOMEM, "CUDA backend");
     b->m = m;
     b->T = o->max_chunk > 0 ? o->max_chunk : 512;
+    b->progress = m->synthetic ? NULL : o->progress;
+    b->progress_ctx = o->progress_ctx;
     struct cudaDeviceProp prop;
     if (cudaSetDevice(0) != cudaSuccess || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
         cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking) != cudaSuccess) {
@@ -492,6 +496,15 @@ static lilac_status cuda_prefill_profile(lilac_backend *b, int on, lilac_profile
  * measurements); scratch grows linearly with it (about 0.25 MB per token). */
 #define CUDA_DEFAULT_CHUNK 4096
 
+static int cuda_device_memory(const lilac_backend *b, size_t *used, size_t *total) {
+    (void)b;
+    size_t fr = 0, all = 0;
+    if (cudaMemGetInfo(&fr, &all) != cudaSuccess) return -1;
+    *used = all - fr;
+    *total = all;
+    return 0;
+}
+
 const lilac_backend_ops lilac_cuda_backend = {
     .name = "cuda",
     .default_chunk = CUDA_DEFAULT_CHUNK,
@@ -506,6 +519,7 @@ const lilac_backend_ops lilac_cuda_backend = {
     .state_bytes = cuda_state_bytes,
     .forward = cuda_forward,
     .device_name = cuda_device_name,
+    .device_memory = cuda_device_memory,
     .generate = cuda_generate,
     .state_fill_random = cuda_state_fill_random,
     .profile = cuda_profile,

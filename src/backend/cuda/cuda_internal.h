@@ -65,6 +65,9 @@ struct lilac_backend {
     void **allocs;     /* every device allocation, freed at close */
     int nallocs, capallocs;
     size_t device_bytes;
+    lilac_progress_fn progress; /* weight upload progress (may be NULL) */
+    void *progress_ctx;
+    uint64_t uploaded;          /* weight bytes uploaded so far */
 
     /* scratch, [T, ...] */
     int32_t *ids;      /* [T] */
