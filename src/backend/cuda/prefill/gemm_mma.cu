@@ -361,31 +361,44 @@ __global__ void __launch_bounds__(THREADS, 2) qgemm_wg_kernel(qg_args a) {
         ss[i] = ok ? M.s[sb + gi] : 0;
         bs[i] = ok ? M.b[sb + gi] : 0;
     }
+    /* Each thread's copies are the same in every group but for the k
+     * offset: rows, planes and swizzled destinations are resolved once. */
+    constexpr int CPR = BITS * BK / 8 / 16;          /* 16-byte chunks per code row */
+    constexpr int XQ = SPLIT * BN * 8 / THREADS;     /* activation chunks per thread */
+    constexpr int WQ = BM * CPR / THREADS;           /* code chunks per thread */
+    static_assert(XQ * THREADS == SPLIT * BN * 8 && WQ * THREADS == BM * CPR, "copies divide evenly");
+    const uint16_t *xsrc[XQ];
+    uint32_t xdst[XQ];
+    bool xok[XQ];
+#pragma unroll
+    for (int q = 0; q < XQ; q++) {
+        const int i = tid + q * THREADS, pl = i / (BN * 8), r = (i / 8) % BN, ch = i % 8;
+        xok[q] = r < j.nt;
+        const int xr = xok[q] ? (j.xrow ? j.xrow[r] : j.x0 + r) : 0;
+        const uint16_t *plane = pl == 0 ? a.x.hi : pl == 1 ? a.x.lo : a.x.lo2;
+        xsrc[q] = plane + (size_t)xr * a.x.ld + ch * 8;
+        xdst[q] = pl * G::X_BYTES + r * 128 + ((ch ^ (r & 7)) * 16);
+    }
+    const uint32_t *wsrc[WQ];
+    uint32_t wdst[WQ];
+    bool wok[WQ];
+#pragma unroll
+    for (int q = 0; q < WQ; q++) {
+        const int i = tid + q * THREADS, r = i / CPR, ch = i % CPR;
+        size_t sb;
+        wrow(r, wsrc[q], sb, wok[q]);
+        wsrc[q] += ch * 4;
+        wdst[q] = SPLIT * G::X_BYTES + r * G::WROW + ch * 16;
+    }
+    const bool gok = tid < j.nt;
+    const float *gsrc = a.x.gs + (size_t)(gok ? (j.xrow ? j.xrow[tid] : j.x0 + tid) : 0) * (a.x.ld / 64);
     auto load_stage = [&](int kg, int slot) {
         uint8_t *st = smem + slot * SB;
-        for (int i = tid; i < SPLIT * BN * 8; i += THREADS) {
-            const int pl = i / (BN * 8), r = (i / 8) % BN, ch = i % 8;
-            const bool ok = r < j.nt;
-            const int xr = ok ? (j.xrow ? j.xrow[r] : j.x0 + r) : 0;
-            const uint16_t *plane = pl == 0 ? a.x.hi : pl == 1 ? a.x.lo : a.x.lo2;
-            cp_async16(st + pl * G::X_BYTES + r * 128 + ((ch ^ (r & 7)) * 16), plane + (size_t)xr * a.x.ld + kg * BK + ch * 8, ok);
-        }
-        constexpr int CPR = BITS * BK / 8 / 16;
-        uint8_t *ws = st + SPLIT * G::X_BYTES;
-        for (int i = tid; i < BM * CPR; i += THREADS) {
-            const int r = i / CPR, ch = i % CPR;
-            const uint32_t *w;
-            size_t sb;
-            bool ok;
-            wrow(r, w, sb, ok);
-            cp_async16(ws + r * G::WROW + ch * 16, w + kg * (BK * BITS / 32) + ch * 4, ok);
-        }
-        float *gss = reinterpret_cast<float *>(ws + G::W_BYTES);
-        if (tid < BN) {
-            const bool ok = tid < j.nt;
-            const int xr = ok ? (j.xrow ? j.xrow[tid] : j.x0 + tid) : 0;
-            cp_async4(gss + tid, a.x.gs + (size_t)xr * (a.x.ld / 64) + kg, ok);
-        }
+#pragma unroll
+        for (int q = 0; q < XQ; q++) cp_async16(st + xdst[q], xsrc[q] + kg * BK, xok[q]);
+#pragma unroll
+        for (int q = 0; q < WQ; q++) cp_async16(st + wdst[q], wsrc[q] + kg * (BK * BITS / 32), wok[q]);
+        if (tid < BN) cp_async4(st + SPLIT * G::X_BYTES + G::W_BYTES + tid * 4, gsrc + kg, gok);
     };
 
     float acc[32], part[32];
