@@ -2,7 +2,7 @@
 # gpu_check.sh — the GPU session's checks, run on the GPU machine from the
 # repository root with .gpubundle.tgz (or .gpubundle) carried (see gpu_bundle.sh).  Writes logs
 # and benchmark JSON under $OUT.  Steps are chosen by arguments:
-#   env tiny memcheck bench4k bench128k ncu real sample   (default: all but ncu, in that order)
+#   env tiny memcheck bench4k bench128k ncu real sample prefill   (default: all but ncu and prefill, in that order)
 B=.gpubundle
 [ -x $B/lilac ] || tar -xzf $B.tgz || exit 1
 export LD_LIBRARY_PATH=$PWD/$B/lib:$LD_LIBRARY_PATH
@@ -34,7 +34,9 @@ for s in $steps; do
             $B/lilac bench --synthetic --ctx 4096 -n 8 --warmup 0 --no-profile > "$OUT/ncu.csv" 2>&1
         echo "ncu rc=$?"; grep -c '"' "$OUT/ncu.csv" ;;
     real)
-        $B/tests/test_gpu_backend test_gpu_vs_cpu_real_width test_gpu_long_context_decode 2>&1 | tee "$OUT/test_real.log" ;;
+        $B/tests/test_gpu_backend test_gpu_vs_cpu_real_width test_gpu_long_context_decode test_gpu_prefill_real_width 2>&1 | tee "$OUT/test_real.log" ;;
+    prefill)
+        $B/lilac bench --synthetic --prefill 512,4096,32768,131072 --no-decode --json "$OUT/prefill.json" 2>&1 | tee "$OUT/prefill.txt" ;;
     sample)
         # sampling and logprobs on the device: distributions, exactness, time per token
         $B/tests/test_gpu_sample 2>&1 | tee "$OUT/test_sample.log"

@@ -25,7 +25,7 @@ int bench_parse_lengths(const char *list, int *out, int cap, lilac_error *e) {
         if (v > (1 << 24)) return lilac_fail(e, LILAC_EINVAL, "--prefill: %ld tokens is too many", v), -1;
         if (n == cap) return lilac_fail(e, LILAC_EINVAL, "--prefill: more than %d lengths", cap), -1;
         out[n++] = (int)v;
-        if (*end == ',') end++;
+        if (*end == ',' && end[1]) end++;
         else if (*end) return lilac_fail(e, LILAC_EINVAL, "--prefill: unexpected \"%s\"", end), -1;
         p = end;
     }
