@@ -131,9 +131,9 @@ enum { CUDA_STEP_ARGMAX = 0, CUDA_STEP_SAMPLE = 1, CUDA_STEP_LOGPROBS = 2 };
 /* forward_prefill.c: the decoder layers for T > 1 tokens (ids in device memory) */
 lilac_status cuda_enqueue_prefill(lilac_backend *b, lilac_state *s, const int32_t *d_ids, int T, cuda_prof *prof,
                                   lilac_error *e);
-/* cuda_forward.c */
+/* cuda_forward.c: forward entry, tracing, device generation */
 void cuda_ctrace(lilac_backend *b, const char *name, int layer, const float *dev, int rows, int cols, int ld);
-/* The decoder layers of one decode step (T = 1). */
+/* forward_decode.c: the decoder layers of one decode step (T = 1), the step, its graph */
 lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t *d_ids, int T, cuda_prof *prof,
                                  lilac_error *e);
 /* The decode step ending in argmax (as benchmarked), or in the given mode. */
