@@ -278,9 +278,17 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
         const int gdn_rows = 2 * Kd + 2 * Vd + 2 * Hv, attn_rows = H * 2 * hd + 2 * c->n_kv_heads * hd;
         b->ldp = ((gdn_rows > attn_rows ? gdn_rows : attn_rows) + 3) & ~3; /* rows stay 16-byte aligned */
         const size_t mixw = (size_t)(Vd > H * hd ? Vd : H * hd);
-        const size_t part_prefill = (size_t)T * c->n_kv_heads * 8 * (hd + 2),
+        /* LILAC_PREFILL=simt: the SIMT prefill kernels (A/B timing) and their buffers */
+        const char *pf = getenv("LILAC_PREFILL");
+        b->prefill_simt = pf && strcmp(pf, "simt") == 0;
+        const int Ts = b->prefill_simt ? T : 1; /* rows of the SIMT-only buffers */
+        /* prefill attention partials only where the SIMT attention runs */
+        int simt_attn = b->prefill_simt;
+        for (int l = 0; l < c->n_layers; l++)
+            if (b->layers[l].is_attn && !lc_attn_prefill_supported(&b->layers[l].attn)) simt_attn = 1;
+        const size_t part_prefill = simt_attn ? (size_t)T * c->n_kv_heads * 8 * (hd + 2) : 0,
                      part_decode = (size_t)c->n_kv_heads * LC_NSPLIT * 8 * (hd + 2);
-        const size_t slots = (size_t)T * K > (size_t)K + 1 ? (size_t)T * K : (size_t)K + 1;
+        const size_t slots = (size_t)Ts * K > (size_t)K + 1 ? (size_t)Ts * K : (size_t)K + 1;
         ALLOC(b->ids, T);
         ALLOC(b->h, (size_t)T * D);
         ALLOC(b->xn, (size_t)T * D);
@@ -294,15 +302,15 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
         ALLOC(b->sgate, T);
         ALLOC(b->act, slots * I);
         ALLOC(b->eo, (size_t)(T * K + T) * D);
-        ALLOC(b->sgu, (size_t)T * 2 * I);
-        ALLOC(b->sact, (size_t)T * I);
-        ALLOC(b->sout, (size_t)T * D);
+        ALLOC(b->sgu, (size_t)Ts * 2 * I);
+        ALLOC(b->sact, (size_t)Ts * I);
+        ALLOC(b->sout, (size_t)Ts * D);
         ALLOC(b->sort.count, E);
         ALLOC(b->sort.offset, E + 1);
         ALLOC(b->sort.cursor, E);
-        ALLOC(b->sort.slot_tok, (size_t)T * K);
-        ALLOC(b->sort.slot_of, (size_t)T * K);
-        ALLOC(b->sort.tiles, (size_t)T * K / 16 + E + 1);
+        ALLOC(b->sort.slot_tok, (size_t)Ts * K);
+        ALLOC(b->sort.slot_of, (size_t)Ts * K);
+        ALLOC(b->sort.tiles, (size_t)Ts * K / 16 + E + 1);
         ALLOC(b->sort.ntiles, 1);
         /* the tensor-core prefill: packed inputs, packed expert activations, routing */
         {
@@ -332,8 +340,6 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
                     ALLOC(b->gdn_scratch, b->gdn_scratch_bytes / sizeof(float) + 4);
                     break;
                 }
-            const char *pf = getenv("LILAC_PREFILL");
-            b->prefill_simt = pf && strcmp(pf, "simt") == 0;
             if (!(b->pprof = calloc(1, sizeof *b->pprof))) {
                 lilac_fail(e, LILAC_ENOMEM, "prefill profile");
                 goto fail;
