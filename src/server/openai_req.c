@@ -403,13 +403,15 @@ int srv_req_chat(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err) {
         return bad_type(err, "add_generation_prompt", "a boolean");
     if ((v = field(body, "continue_final_message")) && !json_is_false(v))
         return srv_errf(err, 400, "continue_final_message", "'continue_final_message' is not supported");
+    lilac_error e = {0};
+    char where[64];
+    if (lilac_chat_check_text_only(body, where, sizeof where, &e)) return srv_errf(err, 400, where, "%s", e.msg);
     json_t *parse_tools = NULL;
     if (tool_choice(body, tools, &parse_tools, err)) return err->status;
 
     json_t *rq = renderable(body);
     lilac_buf prompt = LILAC_BUF_INIT;
     lilac_chat_info info;
-    lilac_error e = {0};
     lilac_status st = rq ? lilac_chat_render(rq, &prompt, &info, &e) : LILAC_ENOMEM;
     json_decref(rq);
     if (st) {

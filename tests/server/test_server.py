@@ -502,6 +502,37 @@ def bad_requests():
 
 
 @test
+def media_parts_refused():
+    """Image, video, audio and file parts: 400 naming the part (no vision tower is loaded)."""
+    srv = S["main"]
+    text = {"type": "text", "text": "what is this?"}
+    parts = [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        {"type": "image", "image": "http://example.com/a.png"},
+        {"image_url": {"url": "http://example.com/a.png"}},  # no type: still an image to the template
+        {"type": "video", "video": "http://example.com/a.mp4"},
+        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+        {"type": "file", "file": {"file_id": "f"}},
+        {"type": "image_url", "image_url": {"url": "x"}, "text": "also text"},
+    ]
+    for part in parts:
+        msgs = [SYSTEM, {"role": "user", "content": [text, part]}]
+        st, _, data = raw(srv, "POST", "/v1/chat/completions", body={"messages": msgs, "max_tokens": 1})
+        err = json.loads(data)["error"]
+        assert st == 400 and err["param"] == "messages[1].content[1].type", (part, st, err)
+        assert "not supported" in err["message"] and err["type"] == "invalid_request_error", err
+    # the openai client's image message: BadRequestError
+    try:
+        chat(srv.client(), [{"role": "user", "content": [text, parts[0]]}])
+        raise AssertionError("an image was accepted")
+    except openai.BadRequestError as e:
+        assert "messages[0].content[1].type" in e.message
+    # text parts (with or without "type") still work
+    r = chat(srv.client(), [{"role": "user", "content": [text, {"text": " and this"}]}], max_tokens=1)
+    assert r.choices[0].finish_reason in ("stop", "length")
+
+
+@test
 def malformed_bodies():
     srv = S["main"]
     P = "/v1/chat/completions"

