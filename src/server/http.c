@@ -7,7 +7,8 @@
  * response whose reader blocks until the engine has appended SSE bytes.
  * While waiting, both poll the client's socket every POLL_MS: a client that
  * hung up cancels its job (removed from the queue, or stopped by the engine
- * at its next token).
+ * at its next token).  A half-closed client (shutdown(SHUT_WR) after the
+ * body) is not a hang-up: see client_check.
  *
  * Status codes: 400 bad JSON or request, 401 API key, 404 unknown path, 405
  * wrong method, 413 body over --max-body, 429 queue full (Retry-After), 500
@@ -45,11 +46,19 @@ typedef struct {
     int answered; /* a response was queued before the body was read */
 } conn_req;
 
+/* What is known of a waiting client (see client_check). */
+typedef struct {
+    MHD_socket fd;
+    int http11; /* 1xx interim responses may be sent */
+    int eof;    /* the client has shut down its sending side */
+    int probed; /* the probe was written */
+} client_watch;
+
 /* A streaming response's view of its job. */
 typedef struct {
     srv_ctx *srv;
     srv_job *j;
-    MHD_socket fd;
+    client_watch w;
     size_t off; /* bytes of j->sse already sent */
     struct timespec last; /* when bytes were last handed to MHD (monotonic) */
 } stream_ctx;
@@ -92,18 +101,47 @@ static enum MHD_Result reply_simple(struct MHD_Connection *c, int status, const 
 
 /* ------------------------------------------------------------ the client */
 
-/* True when the peer has closed its end (or the socket failed). */
-static int client_gone(MHD_socket fd) {
-    if (fd == MHD_INVALID_SOCKET) return 0;
-    struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
-    if (poll(&p, 1, 0) <= 0) return 0;
-    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return 1;
+/* Whether the client is still there.  A read EOF alone does not say: a
+ * client that sent its request and then shut down its sending side
+ * (shutdown(SHUT_WR), legal in HTTP/1.1) is still reading, and looks the same
+ * from here as one that closed its socket.  So on EOF the server writes a
+ * probe (an interim "100 Continue" before a non-streaming answer, an SSE
+ * comment in a stream): a socket that was closed answers it with a reset,
+ * which the next check sees as an error.  Gone means a reset or another read
+ * error, a hang-up, or a failed write. */
+static _Thread_local int client_closed_here; /* this connection's client left: MHD's error lines are expected */
+
+typedef enum { CLIENT_HERE, CLIENT_GONE, CLIENT_PROBE } client_state;
+
+static client_state client_check(client_watch *w) {
+    if (w->fd == MHD_INVALID_SOCKET) return CLIENT_HERE;
+    struct pollfd p = {w->fd, POLLIN | POLLRDHUP, 0};
+    if (poll(&p, 1, 0) <= 0) return CLIENT_HERE;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return CLIENT_GONE;
     if (p.revents & POLLIN) {
         char ch;
-        ssize_t n = recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
-        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+        ssize_t n = recv(w->fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return CLIENT_GONE;
+        if (n == 0) w->eof = 1;
     }
-    return 0;
+    if (p.revents & POLLRDHUP) w->eof = 1;
+    return w->eof && !w->probed ? CLIENT_PROBE : CLIENT_HERE;
+}
+
+/* Before a non-streaming answer: true when the client is gone. */
+static int client_gone(client_watch *w) {
+    client_state s = client_check(w);
+    if (s != CLIENT_PROBE) return s == CLIENT_GONE;
+    w->probed = 1;
+    if (!w->http11) return 0; /* HTTP/1.0 has no interim responses: wait for the answer */
+    static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    ssize_t n = send(w->fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+static void client_left(srv_ctx *srv, srv_job *j) {
+    client_closed_here = 1;
+    srv_queue_cancel(srv->q, j);
 }
 
 static MHD_socket conn_fd(struct MHD_Connection *c) {
@@ -157,11 +195,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         deadline(&ts);
         if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT && !j->done && j->sse.len == sc->off) {
             pthread_mutex_unlock(&j->mu);
-            if (client_gone(sc->fd)) {
-                srv_queue_cancel(sc->srv->q, j);
+            client_state cs = client_check(&sc->w);
+            if (cs == CLIENT_GONE) {
+                client_left(sc->srv, j);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
-            if (since(&sc->last) >= keepalive && max >= sizeof KEEPALIVE - 1) {
+            if (cs == CLIENT_PROBE) sc->w.probed = 1; /* the comment below is the probe */
+            if ((cs == CLIENT_PROBE || since(&sc->last) >= keepalive) && max >= sizeof KEEPALIVE - 1) {
                 memcpy(buf, KEEPALIVE, sizeof KEEPALIVE - 1);
                 clock_gettime(CLOCK_MONOTONIC, &sc->last);
                 return (ssize_t)(sizeof KEEPALIVE - 1);
@@ -180,7 +220,7 @@ static void stream_free(void *cls) {
     free(sc);
 }
 
-static enum MHD_Result reply_stream(struct MHD_Connection *c, srv_ctx *srv, srv_job *j) {
+static enum MHD_Result reply_stream(struct MHD_Connection *c, srv_ctx *srv, srv_job *j, int http11) {
     stream_ctx *sc = calloc(1, sizeof *sc);
     if (!sc) {
         srv_queue_cancel(srv->q, j);
@@ -189,7 +229,8 @@ static enum MHD_Result reply_stream(struct MHD_Connection *c, srv_ctx *srv, srv_
     }
     sc->srv = srv;
     sc->j = j;
-    sc->fd = conn_fd(c);
+    sc->w.fd = conn_fd(c);
+    sc->w.http11 = http11;
     clock_gettime(CLOCK_MONOTONIC, &sc->last);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, sc, stream_free);
     if (!r) {
@@ -206,7 +247,7 @@ static enum MHD_Result reply_stream(struct MHD_Connection *c, srv_ctx *srv, srv_
 
 /* ------------------------------------------------------------ generation */
 
-static enum MHD_Result generate(struct MHD_Connection *c, srv_ctx *srv, conn_req *rq) {
+static enum MHD_Result generate(struct MHD_Connection *c, srv_ctx *srv, conn_req *rq, int http11) {
     if (atomic_load(&srv->stopping)) return reply_simple(c, 503, "shutting_down", "the server is shutting down");
     if (rq->body.oom) return reply_simple(c, 500, NULL, "out of memory");
     json_error_t jerr;
@@ -245,17 +286,17 @@ static enum MHD_Result generate(struct MHD_Connection *c, srv_ctx *srv, conn_req
         return reply_simple(c, 503, "shutting_down", "the server is shutting down");
     }
     srv_stat_add(srv, &srv->stats.requests, 1);
-    if (j->stream) return reply_stream(c, srv, j);
+    if (j->stream) return reply_stream(c, srv, j, http11);
 
-    MHD_socket fd = conn_fd(c);
+    client_watch w = {conn_fd(c), http11, 0, 0};
     pthread_mutex_lock(&j->mu);
     while (!j->done) {
         struct timespec ts;
         deadline(&ts);
         if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT && !j->done) {
             pthread_mutex_unlock(&j->mu);
-            if (client_gone(fd)) {
-                srv_queue_cancel(srv->q, j);
+            if (client_gone(&w)) {
+                client_left(srv, j);
                 srv_job_release(j);
                 return MHD_NO; /* nobody to answer */
             }
@@ -303,7 +344,6 @@ static route route_of(const char *url, const char **method_needed) {
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
-    (void)version;
     srv_ctx *srv = cls;
     conn_req *rq = *con_cls;
     if (!rq) { /* headers only: decide what can be decided before the body */
@@ -378,7 +418,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return reply(c, 200, srv_resp_models(srv), NULL, NULL);
     case R_CHAT:
     case R_COMPLETIONS:
-        return generate(c, srv, rq);
+        return generate(c, srv, rq, strcmp(version, MHD_HTTP_VERSION_1_0) != 0);
     default:
         return MHD_NO;
     }
@@ -393,8 +433,13 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     *con_cls = NULL;
 }
 
+/* MHD's lines about a connection whose client left ("internal error", "error
+ * generating response", failed sends) are dropped: the job's own line says
+ * "cancelled: client closed".  Connections have a thread each, so the flag
+ * is the connection's. */
 static void log_mhd(void *cls, const char *fmt, va_list ap) {
     (void)cls;
+    if (client_closed_here) return;
     fprintf(stderr, "lilac serve: http: ");
     vfprintf(stderr, fmt, ap);
 }

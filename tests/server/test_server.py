@@ -39,12 +39,12 @@ TMP = tempfile.mkdtemp(prefix="lilac-server-test-")
 class Server:
     """One `lilac serve` process on a free port (--port 0, read from its log)."""
 
-    def __init__(self, name, *args, key=KEY):
+    def __init__(self, name, *args, key=KEY, quiet=True):
         self.name = name
         self.key = key
         self.log_path = os.path.join(TMP, name + ".log")
         self.log = open(self.log_path, "w+b")
-        cmd = [LILAC, "--threads", "2", "serve", "--model", TINY, "--port", "0", "--quiet", *args]
+        cmd = [LILAC, "--threads", "2", "serve", "--model", TINY, "--port", "0", *(["--quiet"] if quiet else []), *args]
         if key:
             cmd += ["--api-key", key]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
@@ -686,6 +686,107 @@ def disconnect_cancels():
     t0 = time.time()
     chat(srv.client(), [user("next one")], max_tokens=2)
     assert time.time() - t0 < 30
+
+
+def read_http_response(sock, timeout=120):
+    """Reads one HTTP/1.1 response to EOF from a raw socket, skipping 1xx
+    interim responses (which a client must accept, RFC 9110 15.2): (status, headers, body)."""
+    sock.settimeout(timeout)
+    data = b""
+    while True:
+        b = sock.recv(65536)
+        if not b:
+            break
+        data += b
+    while True:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        assert sep, data[:200]
+        status = int(head.split(b" ", 2)[1])
+        if 100 <= status < 200:
+            data = rest
+            continue
+        hd = {}
+        for line in head.split(b"\r\n")[1:]:
+            k, _, v = line.partition(b":")
+            hd[k.strip().lower().decode()] = v.strip().decode()
+        if hd.get("transfer-encoding") == "chunked":
+            body = b""
+            while True:
+                size, _, rest = rest.partition(b"\r\n")
+                n = int(size, 16)
+                if n == 0:
+                    break
+                body += rest[:n]
+                assert rest[n:n + 2] == b"\r\n", rest[n:n + 10]
+                rest = rest[n + 2:]
+            rest = body
+        return status, hd, rest
+
+
+def raw_request(srv, body, version=b"HTTP/1.1"):
+    sock = socket.create_connection(("127.0.0.1", srv.port))
+    body = json.dumps(body).encode()
+    auth = b"Authorization: Bearer " + srv.key.encode() + b"\r\n" if srv.key else b""
+    sock.sendall(b"POST /v1/chat/completions " + version + b"\r\nHost: x\r\n" + auth + b"Connection: close\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    return sock
+
+
+@test
+def half_closed_client_gets_its_answer():
+    """shutdown(SHUT_WR) after the body is a half-close, not a disconnect: the answer still comes."""
+    srv = S["main"]
+    before = health(srv)["requests"]["cancelled"]
+    req = {"messages": [user("half close")], "max_tokens": 200, "temperature": 0, "ignore_eos": True}
+    want = json.loads(raw(srv, "POST", "/v1/chat/completions", body=req)[2])
+    sock = raw_request(srv, req)
+    sock.shutdown(socket.SHUT_WR)
+    st, hd, body = read_http_response(sock)
+    sock.close()
+    assert st == 200, (st, body[:300])
+    got = json.loads(body)
+    assert got["choices"][0]["message"] == want["choices"][0]["message"], (got, want)
+    assert got["usage"]["completion_tokens"] == 200
+    # streaming, half-closed: the whole stream
+    sock = raw_request(srv, {**req, "stream": True})
+    sock.shutdown(socket.SHUT_WR)
+    st, hd, body = read_http_response(sock)
+    sock.close()
+    assert st == 200 and hd["content-type"].startswith("text/event-stream"), (st, hd)
+    text = body.decode()
+    assert text.rstrip().endswith("data: [DONE]"), text[-300:]
+    content = ""
+    for line in text.split("\n"):
+        if line.startswith("data: {"):
+            for ch in json.loads(line[6:])["choices"]:
+                content += (ch["delta"].get("reasoning_content") or "") + (ch["delta"].get("content") or "")
+    m = want["choices"][0]["message"]
+    assert content == (m.get("reasoning_content") or "") + (m.get("content") or ""), (content, m)
+    assert health(srv)["requests"]["cancelled"] == before
+
+
+@test
+def disconnect_logs_one_calm_line():
+    srv = Server("calm", "--ctx", "4096", quiet=False)
+    try:
+        for stream in (False, True):
+            n0 = len(srv.read_log())
+            sock = raw_request(srv, {"messages": [user("long")], "max_tokens": 3000, "ignore_eos": True,
+                                     "stream": stream})
+            t0 = time.time()
+            while not health(srv)["queue"]["running"] and time.time() - t0 < 30:
+                time.sleep(0.05)
+            if stream:
+                sock.recv(100)
+            sock.close()
+            wait_idle(srv, 30)
+            time.sleep(0.3)
+            log = srv.read_log()[n0:]
+            lines = [l for l in log.splitlines() if "/health" not in l]
+            assert sum("cancelled: client closed" in l for l in lines) == 1, log
+            assert "internal error" not in log and "application error" not in log.lower(), log
+    finally:
+        assert srv.stop() == 0
 
 
 @test
