@@ -16,7 +16,8 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
     o.max_conns = 64;
     o.timeout_s = 120;
     int max_body = 16 << 20;
-    o.api_key = getenv("LILAC_API_KEY");
+    const char *env_key = getenv("LILAC_API_KEY");
+    o.api_key = env_key;
     cli_opt opts[] = {
         {"model", 'm', CLI_STR, &o.model_dir, "DIR", "model directory (config.json, safetensors, tokenizer.json)", 0, 0},
         {"host", 0, CLI_STR, &o.host, "ADDR", "address to bind (default 127.0.0.1; 0.0.0.0 or :: for all)", 0, 0},
@@ -50,7 +51,17 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
         return 0;
     }
     if (!o.model_dir) return fprintf(stderr, "error: serve: --model DIR is required (see 'lilac serve --help')\n"), 2;
-    if (o.api_key && !*o.api_key) o.api_key = NULL;
+    /* An empty key is refused rather than read as "no authentication": it is
+     * what --api-key "$KEY" gives when KEY is unset. */
+    if (o.api_key && !*o.api_key) {
+        if (o.api_key == env_key)
+            fprintf(stderr, "error: serve: LILAC_API_KEY is set but empty; set a key, or unset it to run without one\n");
+        else
+            fprintf(stderr, "error: serve: --api-key is empty (an unset variable?); give a key, or leave out --api-key%s "
+                            "to run without one\n", env_key ? " and unset LILAC_API_KEY" : "");
+        return 2;
+    }
+    o.api_key_source = !o.api_key ? NULL : o.api_key == env_key ? "$LILAC_API_KEY" : "--api-key";
     o.max_body = (size_t)max_body;
     o.backend = g->backend;
     o.threads = g->threads;

@@ -36,7 +36,8 @@ typedef struct {
     const char *model_dir;
     const char *host;        /* default 127.0.0.1 */
     int port;                /* 0: any free port (printed at start) */
-    const char *api_key;     /* NULL: no authentication */
+    const char *api_key;     /* NULL: no authentication; never "" */
+    const char *api_key_source; /* "--api-key" or "$LILAC_API_KEY" (for the start-up line) */
     const char *served_name; /* the model name in responses; default: basename of model_dir */
     const char *backend;     /* global --backend */
     int threads;             /* global --threads */

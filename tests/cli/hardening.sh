@@ -17,7 +17,7 @@ expect_error() {
     name=$1
     want=$2
     shift 2
-    out=$("$@" 2>&1 >/dev/null)
+    out=$(timeout 60 "$@" 2>&1 >/dev/null)
     rc=$?
     lines=$(printf '%s\n' "$out" | wc -l | tr -d ' ')
     case "$out" in
@@ -38,6 +38,27 @@ printf '%s' '{"messages": [{"role": "user", "content": [{"type": "text", "text":
 out=$($LILAC render "$TMP/text.json" 2>&1)
 case "$out" in *"<|im_start|>user
 ab<|im_end|>"*) ok "render still takes text parts" ;; *) bad "render text parts: $out" ;; esac
+
+# --- serve: an empty API key is an error, whichever way it comes; the
+# start-up line says whether a key is required
+expect_error "serve --api-key ''" "--api-key is empty" $LILAC serve --model $TINY --port 0 --api-key ""
+expect_error "serve --api-key '' with LILAC_API_KEY set" "--api-key is empty" env LILAC_API_KEY=k $LILAC serve --model $TINY --port 0 --api-key=
+expect_error "LILAC_API_KEY=''" "LILAC_API_KEY is set but empty" env LILAC_API_KEY= $LILAC serve --model $TINY --port 0
+# start_serve LOG ARGS...: starts a server, waits for its "listening" line, and stops it
+start_serve() {
+    log=$1
+    shift
+    "$@" > "$log" 2>&1 &
+    pid=$!
+    i=0
+    while [ $i -lt 300 ] && ! grep -q "listening on" "$log" && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+    kill -TERM $pid 2>/dev/null
+    wait $pid
+}
+start_serve "$TMP/s1.log" env LILAC_API_KEY=k $LILAC serve --model $TINY --port 0
+grep -q 'API key required on /v1/\* .*from \$LILAC_API_KEY' "$TMP/s1.log" && ok "start-up line: key required (from the environment)" || bad "start-up line: $(cat "$TMP/s1.log")"
+start_serve "$TMP/s2.log" env -u LILAC_API_KEY $LILAC serve --model $TINY --port 0
+grep -q "no API key: any client" "$TMP/s2.log" && ok "start-up line: no key" || bad "start-up line: $(cat "$TMP/s2.log")"
 
 [ $fails -eq 0 ] || { echo "hardening.sh: $fails failed"; exit 1; }
 echo "hardening.sh: all passed"
