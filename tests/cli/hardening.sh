@@ -60,5 +60,14 @@ grep -q 'API key required on /v1/\* .*from \$LILAC_API_KEY' "$TMP/s1.log" && ok 
 start_serve "$TMP/s2.log" env -u LILAC_API_KEY $LILAC serve --model $TINY --port 0
 grep -q "no API key: any client" "$TMP/s2.log" && ok "start-up line: no key" || bad "start-up line: $(cat "$TMP/s2.log")"
 
+# --- --threads: clamped to the cores available, said once; the default by measurement
+P=427,120,6,421,448,371,353,238
+want=$($LILAC --threads 1 generate --model $TINY --ids $P -n 8 --print-ids --ignore-eos 2>/dev/null)
+out=$(taskset -c 0 $LILAC --threads 64 generate --model $TINY --ids $P -n 8 --print-ids --ignore-eos 2>"$TMP/err")
+[ "$out" = "$want" ] && [ "$(cat "$TMP/err")" = "note: --threads 64 is more than the 1 core available; using 1" ] &&
+    ok "--threads 64 on one core: clamped to 1, said once" || bad "--threads clamp: $out / $(cat "$TMP/err")"
+taskset -c 0,1 $LILAC --version | grep -q "^cpu: 2 cores available, 1 worker thread by default" &&
+    ok "default threads on 2 cores: 1" || bad "--version on 2 cores: $(taskset -c 0,1 $LILAC --version)"
+
 [ $fails -eq 0 ] || { echo "hardening.sh: $fails failed"; exit 1; }
 echo "hardening.sh: all passed"
