@@ -9,7 +9,9 @@
  *     does), else OpenAI's defaults (temperature 1, top_p 1).
  *   - fields lilac cannot honour are refused, not ignored: n > 1, best_of > 1,
  *     echo, suffix, logit_bias, response_format other than text,
- *     continue_final_message.  Unknown fields are ignored.
+ *     continue_final_message, the deprecated functions / function_call,
+ *     non-boolean chat_template_kwargs flags, non-text content parts.
+ *     Unknown fields are ignored.
  *   - tool_choice "required" and a named function are checked and the tools
  *     go to the template, but decoding is not constrained; a named choice
  *     makes only that function's calls count as tool calls.
@@ -397,8 +399,32 @@ int srv_req_chat(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err) {
         if (strcmp(t, "text") != 0)
             return srv_errf(err, 400, "response_format", "response_format \"%s\" is not supported (only \"text\")", t);
     }
-    if ((v = field(body, "chat_template_kwargs")) && !json_is_object(v))
-        return bad_type(err, "chat_template_kwargs", "an object");
+    if ((v = field(body, "chat_template_kwargs"))) {
+        if (!json_is_object(v)) return bad_type(err, "chat_template_kwargs", "an object");
+        /* the template tests these with `is false` / `is true` / truthiness:
+         * "no" would count as true, so only booleans are taken */
+        static const char *const kw_bool[] = {"enable_thinking", "preserve_thinking", "add_generation_prompt",
+                                              "add_vision_id"};
+        for (size_t k = 0; k < sizeof kw_bool / sizeof kw_bool[0]; k++) {
+            json_t *x = field(v, kw_bool[k]);
+            if (x && !json_is_boolean(x)) {
+                srv_errf(err, 400, NULL, "'chat_template_kwargs.%s' must be a boolean (true or false)", kw_bool[k]);
+                snprintf(err->param, sizeof err->param, "chat_template_kwargs.%s", kw_bool[k]);
+                return err->status;
+            }
+        }
+    }
+    /* The deprecated function-calling fields: accepting them would answer in
+     * tool_calls, which a client that sends them does not read. */
+    if (field(body, "functions"))
+        return srv_errf(err, 400, "functions",
+                        "'functions' (deprecated) is not supported; send 'tools': [{\"type\": \"function\", "
+                        "\"function\": {...}}] instead");
+    if (field(body, "function_call"))
+        return srv_errf(err, 400, "function_call",
+                        "'function_call' (deprecated) is not supported; send 'tool_choice' with 'tools' instead");
+    if ((v = field(body, "echo")) && !json_is_false(v))
+        return srv_errf(err, 400, "echo", "'echo' is not supported on chat completions");
     if ((v = field(body, "add_generation_prompt")) && !json_is_boolean(v))
         return bad_type(err, "add_generation_prompt", "a boolean");
     if ((v = field(body, "continue_final_message")) && !json_is_false(v))

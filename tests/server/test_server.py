@@ -466,6 +466,11 @@ def bad_requests():
         ({**ok, "response_format": {"type": "json_object"}}, "response_format"),
         ({**ok, "logit_bias": {"1": 5}}, "logit_bias"), ({**ok, "model": 5}, "model"),
         ({**ok, "chat_template_kwargs": []}, "chat_template_kwargs"),
+        ({**ok, "chat_template_kwargs": {"enable_thinking": "no"}}, "chat_template_kwargs.enable_thinking"),
+        ({**ok, "chat_template_kwargs": {"preserve_thinking": 1}}, "chat_template_kwargs.preserve_thinking"),
+        ({**ok, "chat_template_kwargs": {"add_generation_prompt": "yes"}}, "chat_template_kwargs.add_generation_prompt"),
+        ({**ok, "functions": [{"name": "f", "parameters": {"type": "object"}}]}, "functions"),
+        ({**ok, "function_call": "auto"}, "function_call"), ({**ok, "echo": True}, "echo"),
         ({"model": "tiny"}, "messages"), ({**ok, "messages": "hi"}, "messages"), ({**ok, "messages": []}, "messages"),
         ({**ok, "messages": [5]}, "messages"), ({**ok, "messages": [{"role": "user"}, 3]}, "messages"),
     ]
