@@ -2,10 +2,38 @@
  * (src/server/).  This file only reads the options. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "server/server.h"
+
+/* --cors: a comma-separated list of origins as browsers send them
+ * (scheme://host[:port], no path, no trailing slash).  0, or -1 after
+ * printing what is wrong. */
+static int check_cors(const char *list) {
+    const char *p = list;
+    for (int i = 1;; i++) {
+        const char *end = strchr(p, ',');
+        int len = end ? (int)(end - p) : (int)strlen(p);
+        const char *sep = memchr(p, ':', (size_t)len);
+        if (len == 1 && *p == '*') {
+            fprintf(stderr, "error: serve: --cors: '*' would let every web page call this server; say "
+                            "--cors-any-origin if that is what you want\n");
+            return -1;
+        }
+        int ok = len > 0 && sep && sep > p && len - (sep - p) > 3 && sep[1] == '/' && sep[2] == '/' &&
+                 !memchr(sep + 3, '/', (size_t)(len - (sep - p) - 3));
+        for (int k = 0; ok && k < len; k++) ok = p[k] > ' ' && p[k] < 127;
+        if (!ok) {
+            fprintf(stderr, "error: serve: --cors: origin %d ('%.*s') is not scheme://host[:port] (e.g. "
+                            "http://localhost:3000)\n", i, len > 200 ? 200 : len, p);
+            return -1;
+        }
+        if (!end) return 0;
+        p = end + 1;
+    }
+}
 
 int cmd_serve(int argc, char **argv, const cli_globals *g) {
     srv_opts o = {0};
@@ -33,6 +61,9 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
         {"timeout", 0, CLI_INT, &o.timeout_s, "S", "idle connection timeout in seconds (default 120)", 1, 86400},
         {"chunk", 0, CLI_INT, &o.chunk, "N", "prefill chunk in tokens (default: the backend's)", 1, 65536},
         {"quiet", 'q', CLI_FLAG, &o.quiet, NULL, "no log line per request", 0, 0},
+        {"cors", 0, CLI_STR, &o.cors, "ORIGINS",
+         "let browser pages from these origins call the server (comma-separated, e.g. http://localhost:3000)", 0, 0},
+        {"cors-any-origin", 0, CLI_FLAG, &o.cors_any, NULL, "let a page from any origin call it (Access-Control-Allow-Origin: *)", 0, 0},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     int help = 0, npos = 0;
@@ -43,7 +74,8 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
         printf("Usage: lilac serve --model DIR [--host ADDR] [--port N] [--api-key KEY] [--ctx N]\n"
                "                   [--queue N] [--slots N] [--max-body BYTES] [--backend ...]\n\n"
                "An OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions,\n"
-               "GET /v1/models, GET /health.  One engine thread runs requests in arrival order;\n"
+               "GET /v1/models[/ID], GET /health, POST /tokenize, POST /detokenize (HEAD on the GET\n"
+               "routes, OPTIONS for CORS preflight).  One engine thread runs requests in arrival order;\n"
                "a prefix cache of session snapshots reuses the state of earlier prompts.\n"
                "SIGINT/SIGTERM stop it cleanly.\n\nOptions:\n");
         cli_print_options(stdout, opts, nopts);
@@ -62,6 +94,7 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
         return 2;
     }
     o.api_key_source = !o.api_key ? NULL : o.api_key == env_key ? "$LILAC_API_KEY" : "--api-key";
+    if (o.cors && check_cors(o.cors)) return 2;
     o.max_body = (size_t)max_body;
     o.backend = g->backend;
     o.threads = g->threads;

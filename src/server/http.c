@@ -10,9 +10,14 @@
  * at its next token).  A half-closed client (shutdown(SHUT_WR) after the
  * body) is not a hang-up: see client_check.
  *
- * Status codes: 400 bad JSON or request, 401 API key, 404 unknown path, 405
- * wrong method, 413 body over --max-body, 429 queue full (Retry-After), 500
- * internal (details on stderr), 503 shutting down. */
+ * Status codes: 400 bad JSON or request, 401 API key, 404 unknown path (or
+ * an OpenAI endpoint lilac does not implement, or another model's id), 405
+ * wrong method, 413 body over --max-body, 429 queue full (Retry-After), 431
+ * headers over MAX_HEADER_BYTES, 500 internal (details on stderr), 503
+ * shutting down; all OpenAI error objects.  Headers larger than MHD's
+ * connection pool (MHD_MEMORY_LIMIT) and requests MHD cannot parse get MHD's
+ * own short HTML answers, which the handler never sees.  GET routes answer
+ * HEAD (MHD leaves out the body), every route OPTIONS (CORS preflight). */
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -36,11 +41,28 @@ struct srv_http {
     int quiesced;
 };
 
-typedef enum { R_UNKNOWN, R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH } route;
+typedef enum {
+    R_UNKNOWN,
+    R_CHAT,
+    R_COMPLETIONS,
+    R_MODELS,
+    R_MODEL, /* /v1/models/{id} */
+    R_HEALTH,
+    R_TOKENIZE,
+    R_DETOKENIZE,
+    R_UNSUPPORTED, /* OpenAI endpoints lilac does not implement: 404 saying so */
+} route;
+
+#define MAX_HEADER_BYTES 65536           /* larger request headers get 431 (an OpenAI error) */
+#define MHD_MEMORY_LIMIT (256u * 1024)   /* MHD's per-connection pool: headers up to about this reach the handler */
+
+/* One server per process (srv_run): reply() reads the CORS origins here. */
+static const srv_ctx *cors_srv;
 
 /* Per-request state (MHD's con_cls), freed by the completion callback. */
 typedef struct {
     route r;
+    const char *url; /* MHD's, valid for the whole request */
     lilac_buf body;
     size_t too_big; /* bytes dropped after the body went over the limit (+1 when announced too large) */
     int answered; /* a response was queued before the body was read */
@@ -65,6 +87,32 @@ typedef struct {
 
 static const char KEEPALIVE[] = ": keep-alive\n\n";
 
+/* ------------------------------------------------------------------ CORS */
+
+/* The request's Origin when --cors allows it ("*" with --cors-any-origin),
+ * else NULL.  The list is matched exactly, entry by entry. */
+static const char *cors_origin(struct MHD_Connection *c) {
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (!origin || !cors_srv) return NULL;
+    if (cors_srv->o.cors_any) return "*";
+    const char *list = cors_srv->o.cors;
+    size_t n = strlen(origin);
+    while (list && *list) {
+        const char *end = strchr(list, ',');
+        size_t len = end ? (size_t)(end - list) : strlen(list);
+        if (len == n && memcmp(list, origin, n) == 0) return origin;
+        list = end ? end + 1 : NULL;
+    }
+    return NULL;
+}
+
+static void add_cors(struct MHD_Connection *c, struct MHD_Response *r) {
+    const char *o = cors_origin(c);
+    if (!o) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", o);
+    if (strcmp(o, "*") != 0) MHD_add_response_header(r, "Vary", "Origin");
+}
+
 /* --------------------------------------------------------------- replies */
 
 static enum MHD_Result reply(struct MHD_Connection *c, int status, char *body, const char *hname, const char *hval) {
@@ -80,6 +128,7 @@ static enum MHD_Result reply(struct MHD_Connection *c, int status, char *body, c
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
     if (hname) MHD_add_response_header(r, hname, hval);
+    add_cors(c, r);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
@@ -240,6 +289,7 @@ static enum MHD_Result reply_stream(struct MHD_Connection *c, srv_ctx *srv, srv_
     MHD_add_response_header(r, "Content-Type", "text/event-stream; charset=utf-8");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    add_cors(c, r);
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
     return ret;
@@ -247,20 +297,40 @@ static enum MHD_Result reply_stream(struct MHD_Connection *c, srv_ctx *srv, srv_
 
 /* ------------------------------------------------------------ generation */
 
-static enum MHD_Result generate(struct MHD_Connection *c, srv_ctx *srv, conn_req *rq, int http11) {
-    if (atomic_load(&srv->stopping)) return reply_simple(c, 503, "shutting_down", "the server is shutting down");
-    if (rq->body.oom) return reply_simple(c, 500, NULL, "out of memory");
+/* The body as a JSON object, or NULL after replying 400 (or 500) in *ret. */
+static json_t *body_object(struct MHD_Connection *c, conn_req *rq, enum MHD_Result *ret) {
+    if (rq->body.oom) return *ret = reply_simple(c, 500, NULL, "out of memory"), NULL;
     json_error_t jerr;
     json_t *body = json_loadb(rq->body.data ? rq->body.data : "", rq->body.len, JSON_ALLOW_NUL, &jerr);
-    srv_err err;
     if (!body) {
+        srv_err err;
         srv_errf(&err, 400, NULL, "the body is not valid JSON: line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
-        return reply_err(c, &err);
+        return *ret = reply_err(c, &err), NULL;
     }
     if (!json_is_object(body)) {
         json_decref(body);
-        return reply_simple(c, 400, NULL, "the body must be a JSON object");
+        return *ret = reply_simple(c, 400, NULL, "the body must be a JSON object"), NULL;
     }
+    return body;
+}
+
+/* POST /tokenize, /detokenize */
+static enum MHD_Result tokens(struct MHD_Connection *c, srv_ctx *srv, conn_req *rq) {
+    enum MHD_Result ret;
+    json_t *body = body_object(c, rq, &ret);
+    if (!body) return ret;
+    srv_err err;
+    char *out = rq->r == R_TOKENIZE ? srv_tokenize(srv, body, &err) : srv_detokenize(srv, body, &err);
+    json_decref(body);
+    return out ? reply(c, 200, out, NULL, NULL) : reply_err(c, &err);
+}
+
+static enum MHD_Result generate(struct MHD_Connection *c, srv_ctx *srv, conn_req *rq, int http11) {
+    if (atomic_load(&srv->stopping)) return reply_simple(c, 503, "shutting_down", "the server is shutting down");
+    enum MHD_Result ret;
+    json_t *body = body_object(c, rq, &ret);
+    if (!body) return ret;
+    srv_err err;
     srv_job *j = srv_job_new(srv, rq->r == R_CHAT ? SRV_CHAT : SRV_COMPLETION);
     if (!j) {
         json_decref(body);
@@ -304,7 +374,6 @@ static enum MHD_Result generate(struct MHD_Connection *c, srv_ctx *srv, conn_req
         }
     }
     pthread_mutex_unlock(&j->mu);
-    enum MHD_Result ret;
     if (j->failed) ret = reply_err(c, &j->err);
     else if (atomic_load(&j->cancel)) ret = reply_simple(c, 503, NULL, "the request was cancelled");
     else ret = reply(c, 200, srv_resp_body(j), NULL, NULL);
@@ -324,6 +393,9 @@ static int auth_ok(struct MHD_Connection *c, const char *key) {
     return d == 0;
 }
 
+/* The routes.  A path ending in '*' matches what starts with the rest; a
+ * NULL method takes any.  GET routes answer HEAD too, and every route
+ * OPTIONS (CORS preflight). */
 static route route_of(const char *url, const char **method_needed) {
     static const struct {
         const char *path, *method;
@@ -333,13 +405,60 @@ static route route_of(const char *url, const char **method_needed) {
         {"/v1/completions", "POST", R_COMPLETIONS},
         {"/v1/models", "GET", R_MODELS},
         {"/health", "GET", R_HEALTH},
+        {"/v1/models/*", "GET", R_MODEL},
+        {"/tokenize", "POST", R_TOKENIZE},
+        {"/detokenize", "POST", R_DETOKENIZE},
+        {"/v1/embeddings", NULL, R_UNSUPPORTED},
+        {"/v1/audio/*", NULL, R_UNSUPPORTED},
+        {"/v1/images/*", NULL, R_UNSUPPORTED},
+        {"/v1/moderations", NULL, R_UNSUPPORTED},
     };
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (strcmp(url, routes[i].path) == 0) {
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const char *p = routes[i].path;
+        size_t n = strlen(p);
+        if (p[n - 1] == '*' ? strncmp(url, p, n - 1) == 0 && url[n - 1] : strcmp(url, p) == 0) {
             *method_needed = routes[i].method;
             return routes[i].r;
         }
+    }
     return R_UNKNOWN;
+}
+
+/* The Allow header of a route. */
+static const char *allow_of(const char *method) {
+    return !method ? "GET, HEAD, POST, OPTIONS" : strcmp(method, "GET") == 0 ? "GET, HEAD, OPTIONS" : "POST, OPTIONS";
+}
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *k, const char *v) {
+    (void)kind;
+    *(size_t *)cls += strlen(k) + (v ? strlen(v) : 0) + 4; /* "k: v\r\n" */
+    return MHD_YES;
+}
+
+static size_t header_bytes(struct MHD_Connection *c) {
+    size_t n = 0;
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &n);
+    return n;
+}
+
+/* OPTIONS: a CORS preflight (Origin + Access-Control-Request-Method) for an
+ * allowed origin gets the allowed methods and headers; any other OPTIONS
+ * gets 204 with Allow (and no Access-Control-*, so a browser refuses). */
+static enum MHD_Result preflight(struct MHD_Connection *c, const char *method_needed) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    const char *allow = allow_of(method_needed);
+    MHD_add_response_header(r, "Allow", allow);
+    if (cors_origin(c) && MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method")) {
+        add_cors(c, r);
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", allow);
+        const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", h && *h ? h : "Authorization, Content-Type");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    }
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -351,18 +470,30 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         *con_cls = rq;
         const char *need = NULL;
         rq->r = route_of(url, &need);
+        rq->url = url;
         enum MHD_Result ret = MHD_YES;
-        if (rq->r == R_UNKNOWN) {
+        size_t hb = header_bytes(c);
+        if (hb > MAX_HEADER_BYTES) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "the request headers are %zu bytes, over the limit of %d", hb, MAX_HEADER_BYTES);
+            ret = reply_simple(c, 431, "request_header_fields_too_large", msg), rq->answered = 1;
+        } else if (rq->r == R_UNKNOWN) {
             char msg[300];
             snprintf(msg, sizeof msg, "no such endpoint: %.20s %.200s", method, url);
             ret = reply_simple(c, 404, "not_found", msg), rq->answered = 1;
-        } else if (strcmp(method, need) != 0) {
+        } else if (strcmp(method, "OPTIONS") == 0) {
+            ret = preflight(c, need), rq->answered = 1;
+        } else if (rq->r == R_UNSUPPORTED) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "%.200s is not supported by this server (lilac serves chat and text completions)", url);
+            ret = reply_simple(c, 404, "unsupported_endpoint", msg), rq->answered = 1;
+        } else if (strcmp(method, need) != 0 && !(strcmp(need, "GET") == 0 && strcmp(method, "HEAD") == 0)) {
             char msg[320];
             snprintf(msg, sizeof msg, "%.200s takes %s, not %.20s", url, need, method);
             srv_err e;
             srv_errf(&e, 405, NULL, "%s", msg);
             e.code = "method_not_allowed";
-            ret = reply(c, 405, srv_resp_error(&e), "Allow", need), rq->answered = 1;
+            ret = reply(c, 405, srv_resp_error(&e), "Allow", allow_of(need)), rq->answered = 1;
         } else if (rq->r != R_HEALTH && srv->o.api_key && !auth_ok(c, srv->o.api_key)) {
             srv_err e;
             srv_errf(&e, 401, NULL, "missing or incorrect API key (send 'Authorization: Bearer KEY')");
@@ -416,6 +547,17 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return reply(c, atomic_load(&srv->stopping) ? 503 : 200, srv_resp_health(srv), NULL, NULL);
     case R_MODELS:
         return reply(c, 200, srv_resp_models(srv), NULL, NULL);
+    case R_MODEL: {
+        const char *id = rq->url + strlen("/v1/models/");
+        if (strcmp(id, srv->model_name) == 0) return reply(c, 200, srv_resp_model(srv), NULL, NULL);
+        srv_err e;
+        srv_errf(&e, 404, "model", "The model '%.200s' does not exist; this server serves '%.200s'", id, srv->model_name);
+        e.code = "model_not_found";
+        return reply_err(c, &e);
+    }
+    case R_TOKENIZE:
+    case R_DETOKENIZE:
+        return tokens(c, srv, rq);
     case R_CHAT:
     case R_COMPLETIONS:
         return generate(c, srv, rq, strcmp(version, MHD_HTTP_VERSION_1_0) != 0);
@@ -466,11 +608,13 @@ int srv_http_start(srv_ctx *srv, srv_http **out, int *port_out, char *msg, size_
         return -1;
     }
     h->srv = srv;
+    cors_srv = srv;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     h->d = MHD_start_daemon(flags, (uint16_t)srv->o.port, NULL, NULL, handler, srv, MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL,
                             MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_MEMORY_LIMIT,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->o.max_conns, MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)srv->o.timeout_s, MHD_OPTION_NOTIFY_COMPLETED, completed, srv, MHD_OPTION_END);
     freeaddrinfo(ai);

@@ -181,6 +181,8 @@ int srv_run(const srv_opts *o) {
             o->api_key ? "API key required on /v1/* (Authorization: Bearer KEY; the key from " :
                          "no API key: any client that can reach this address may use it (--api-key or LILAC_API_KEY to require one)",
             o->api_key ? (o->api_key_source ? o->api_key_source : "--api-key") : "", o->api_key ? ")" : "");
+    if (o->cors_any) fprintf(stderr, "lilac serve: CORS: pages from any origin may call this server\n");
+    else if (o->cors) fprintf(stderr, "lilac serve: CORS: pages from %s may call this server\n", o->cors);
     const char *host = o->host;
     int v6 = strchr(host, ':') != NULL;
     fprintf(stderr, "lilac serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "", port);

@@ -49,6 +49,8 @@ typedef struct {
     int max_conns;           /* simultaneous HTTP connections */
     int timeout_s;           /* idle connection timeout */
     int quiet;               /* no per-request log lines */
+    const char *cors;        /* comma-separated origins browsers may call from (NULL: none) */
+    int cors_any;            /* any origin (Access-Control-Allow-Origin: *) */
 } srv_opts;
 
 /* Defaults for omitted sampling fields (generation_config.json, else OpenAI's). */
@@ -245,11 +247,20 @@ void srv_resp_logprob(srv_job *j, const lilac_token_info *t, size_t text_offset)
 /* The whole non-streaming body, malloc'd JSON text. */
 char *srv_resp_body(const srv_job *j);
 const char *srv_finish_reason(const srv_job *j);
-/* GET /v1/models, GET /health */
+/* GET /v1/models, GET /v1/models/{id} (the served model), GET /health */
 char *srv_resp_models(const srv_ctx *srv);
+char *srv_resp_model(const srv_ctx *srv);
 char *srv_resp_health(srv_ctx *srv);
 /* A JSON string of n bytes (invalid UTF-8 repaired); never NULL unless out of memory. */
 json_t *srv_json_str(const char *s, size_t n);
+
+/* ------------------------------------ /tokenize, /detokenize (tokenize_ep.c) */
+
+/* llama.cpp's shapes: {"content": "..."} -> {"tokens": [...]} and
+ * {"tokens": [...]} -> {"content": "..."}.  Malloc'd JSON text, or NULL
+ * with err filled. */
+char *srv_tokenize(const srv_ctx *srv, json_t *body, srv_err *err);
+char *srv_detokenize(const srv_ctx *srv, json_t *body, srv_err *err);
 
 /* ----------------------------------------------------------------- http.c */
 

@@ -252,9 +252,130 @@ def endpoints_and_auth():
     st, _, body = raw(srv, "GET", "/v1/nothing")
     assert st == 404 and json.loads(body)["error"]["type"] == "invalid_request_error"
     st, hd, _ = raw(srv, "GET", "/v1/chat/completions")
-    assert st == 405 and hd.get("allow") == "POST"
+    assert st == 405 and hd.get("allow") == "POST, OPTIONS"
     st, hd, _ = raw(srv, "POST", "/v1/models", body={})
-    assert st == 405 and hd.get("allow") == "GET"
+    assert st == 405 and hd.get("allow") == "GET, HEAD, OPTIONS"
+
+
+@test
+def probed_endpoints():
+    """What clients probe: models.retrieve, HEAD, OPTIONS, endpoints lilac does not implement, huge headers."""
+    srv = S["main"]
+    c = srv.client()
+    m = c.models.retrieve("tiny")
+    assert m.id == "tiny" and m.object == "model" and m.owned_by == "lilac"
+    try:
+        c.models.retrieve("gpt-4o")
+        raise AssertionError("another model's id was found")
+    except openai.NotFoundError as e:
+        assert e.status_code == 404 and e.body["code"] == "model_not_found" and "gpt-4o" in e.message, e.body
+    for path in ("/health", "/v1/models", "/v1/models/tiny"):
+        st, hd, body = raw(srv, "HEAD", path)
+        gst, ghd, gbody = raw(srv, "GET", path)
+        assert st == 200 == gst and body == b"" and hd["content-type"] == "application/json", (path, st, hd, body)
+        assert int(hd["content-length"]) > 0, hd  # the GET body's length
+    st, hd, body = raw(srv, "HEAD", "/v1/chat/completions")
+    assert st == 405 and hd["allow"] == "POST, OPTIONS" and body == b"", (st, hd)
+    st, hd, body = raw(srv, "HEAD", "/v1/models", headers={"Authorization": "Bearer wrong"})
+    assert st == 401 and body == b"", st
+    # OPTIONS with no --cors: 204 and Allow, nothing a browser would take as permission
+    st, hd, body = raw(srv, "OPTIONS", "/v1/chat/completions",
+                       headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
+    assert st == 204 and hd["allow"] == "POST, OPTIONS" and "access-control-allow-origin" not in hd, (st, hd)
+    st, hd, body = raw(srv, "OPTIONS", "/v1/models", headers={"Authorization": ""})
+    assert st == 204 and hd["allow"] == "GET, HEAD, OPTIONS", (st, hd)
+    # OpenAI endpoints lilac does not implement
+    for method, path in (("POST", "/v1/embeddings"), ("POST", "/v1/audio/transcriptions"),
+                         ("POST", "/v1/audio/speech"), ("POST", "/v1/images/generations"), ("GET", "/v1/embeddings")):
+        st, hd, body = raw(srv, method, path, body={} if method == "POST" else None)
+        err = json.loads(body)["error"]
+        assert st == 404 and "not supported by this server" in err["message"] and path in err["message"], (path, err)
+        assert err["code"] == "unsupported_endpoint" and set(err) == {"message", "type", "param", "code"}, err
+    try:
+        c.embeddings.create(model="tiny", input="x")
+        raise AssertionError("embeddings answered")
+    except openai.NotFoundError as e:
+        assert "not supported by this server" in e.message
+    st, _, body = raw(srv, "GET", "/v1/nothing")
+    assert st == 404 and "no such endpoint" in json.loads(body)["error"]["message"]
+    # a 100 KB header: 431 as an OpenAI error object
+    st, hd, body = raw(srv, "GET", "/v1/models", headers={"X-Big": "a" * 100000})
+    err = json.loads(body)["error"]
+    assert st == 431 and err["code"] == "request_header_fields_too_large" and hd["content-type"] == "application/json", (st, body[:200])
+    assert health(srv)["status"] == "ok"
+
+
+@test
+def tokenize_detokenize():
+    """llama.cpp's /tokenize and /detokenize shapes, equal to `lilac tokenize` / `detokenize`."""
+    srv = S["main"]
+    text = "Hello, world! <|im_start|>user"
+    cli = json.loads(subprocess.run([LILAC, "tokenize", "--model", TINY, text], capture_output=True, check=True).stdout)
+    st, _, body = raw(srv, "POST", "/tokenize", body={"content": text})
+    assert st == 200 and json.loads(body) == {"tokens": cli}, (st, body)
+    split = json.loads(subprocess.run([LILAC, "tokenize", "--model", TINY, "--split-special", text],
+                                      capture_output=True, check=True).stdout)
+    st, _, body = raw(srv, "POST", "/tokenize", body={"content": text, "parse_special": False, "add_special": True})
+    assert st == 200 and json.loads(body)["tokens"] == split != cli, body
+    st, _, body = raw(srv, "POST", "/tokenize", body={"content": text, "with_pieces": True})
+    toks = json.loads(body)["tokens"]
+    assert [t["id"] for t in toks] == cli and "".join(t["piece"] for t in toks) == text, toks
+    st, _, body = raw(srv, "POST", "/detokenize", body={"tokens": cli})
+    assert st == 200 and json.loads(body) == {"content": text}, body
+    st, _, body = raw(srv, "POST", "/detokenize", body={"tokens": []})
+    assert st == 200 and json.loads(body) == {"content": ""}, body
+    for path, bad, param in (("/tokenize", {}, "content"), ("/tokenize", {"content": 5}, "content"),
+                             ("/tokenize", {"content": "a", "with_pieces": "yes"}, "with_pieces"),
+                             ("/detokenize", {}, "tokens"), ("/detokenize", {"tokens": "1,2"}, "tokens"),
+                             ("/detokenize", {"tokens": [1, 512]}, "tokens"), ("/detokenize", {"tokens": [-1]}, "tokens"),
+                             ("/detokenize", {"tokens": [1.5]}, "tokens")):
+        st, _, body = raw(srv, "POST", path, body=bad)
+        err = json.loads(body)["error"]
+        assert st == 400 and err["param"] == param, (path, bad, st, err)
+    st, _, body = raw(srv, "POST", "/tokenize", body=b"{")
+    assert st == 400 and "not valid JSON" in json.loads(body)["error"]["message"]
+    st, _, body = raw(srv, "POST", "/tokenize", body={"content": "x"}, headers={"Authorization": ""})
+    assert st == 401, st  # the API key covers every endpoint but /health
+    st, hd, _ = raw(srv, "GET", "/tokenize")
+    assert st == 405 and hd["allow"] == "POST, OPTIONS"
+
+
+@test
+def cors():
+    srv = Server("cors", "--ctx", "1024", "--cors", "http://localhost:3000,https://app.example")
+    anyo = Server("cors-any", "--ctx", "1024", "--cors-any-origin", key=None)
+    try:
+        assert "CORS: pages from http://localhost:3000,https://app.example" in srv.read_log()
+        pre = {"Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST",
+               "Access-Control-Request-Headers": "authorization, content-type, x-stainless-os", "Authorization": ""}
+        st, hd, body = raw(srv, "OPTIONS", "/v1/chat/completions", headers=pre)
+        assert st == 204 and body == b"", (st, body)
+        assert hd["access-control-allow-origin"] == "http://localhost:3000" and hd["vary"] == "Origin", hd
+        assert hd["access-control-allow-methods"] == "POST, OPTIONS", hd
+        assert hd["access-control-allow-headers"] == "authorization, content-type, x-stainless-os", hd
+        assert int(hd["access-control-max-age"]) > 0
+        st, hd, _ = raw(srv, "OPTIONS", "/v1/chat/completions", headers={**pre, "Origin": "http://localhost:3001"})
+        assert st == 204 and "access-control-allow-origin" not in hd, hd
+        # the answers carry the header too, errors included, so the page can read them
+        req = {"messages": [user("hi")], "max_tokens": 2}
+        st, hd, body = raw(srv, "POST", "/v1/chat/completions", body=req, headers={"Origin": "https://app.example"})
+        assert st == 200 and hd["access-control-allow-origin"] == "https://app.example", hd
+        st, hd, body = raw(srv, "POST", "/v1/chat/completions", body=req,
+                           headers={"Origin": "https://app.example", "Authorization": "Bearer nope"})
+        assert st == 401 and hd["access-control-allow-origin"] == "https://app.example", hd
+        st, hd, body = raw(srv, "POST", "/v1/chat/completions", body={**req, "stream": True},
+                           headers={"Origin": "https://app.example"})
+        assert st == 200 and hd["access-control-allow-origin"] == "https://app.example" and body.endswith(b"[DONE]\n\n")
+        st, hd, _ = raw(srv, "GET", "/health", headers={"Origin": "https://other.example"})
+        assert st == 200 and "access-control-allow-origin" not in hd
+        st, hd, _ = raw(anyo, "OPTIONS", "/v1/models", headers={"Origin": "http://x.example",
+                                                                "Access-Control-Request-Method": "GET"})
+        assert st == 204 and hd["access-control-allow-origin"] == "*" and "vary" not in hd, hd
+        assert hd["access-control-allow-headers"] == "Authorization, Content-Type", hd
+        st, hd, _ = raw(anyo, "GET", "/v1/models", headers={"Origin": "http://x.example"})
+        assert st == 200 and hd["access-control-allow-origin"] == "*"
+    finally:
+        assert srv.stop() == 0 and anyo.stop() == 0
 
 
 @test
