@@ -16,7 +16,7 @@
 
 static const cli_command commands[] = {
     {"score", "teacher-forced pass over token ids: NLL, perplexity, top-1, logits", cmd_score},
-    {"generate", "greedy continuation of token ids", cmd_generate},
+    {"generate", "continue token ids, a text prompt or a chat message (greedy, or sampled)", cmd_generate},
     {"bench", "benchmarks (tokenizer, decode speed)", cmd_bench},
     {"synth", "write a random model of the real shapes (for backend comparisons)", cmd_synth},
     {"tokenize", "print the token ids of a text (JSON array)", cmd_tokenize},

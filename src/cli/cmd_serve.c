@@ -53,7 +53,7 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
         {"api-key", 0, CLI_STR, &o.api_key, "KEY",
          "require 'Authorization: Bearer KEY' on /v1/* (default: $LILAC_API_KEY, else none)", 0, 0},
         {"served-model-name", 0, CLI_STR, &o.served_name, "NAME", "model name in responses (default: the directory's name)", 0, 0},
-        {"ctx", 0, CLI_INT, &o.ctx, "N", "tokens per request, prompt + completion (default min(32768, model))", 1, 1 << 30},
+        {"ctx", 0, CLI_INT, &o.ctx, "N", "tokens per request, prompt + completion, >= 32 (default min(32768, model))", 32, 1 << 30},
         {"queue", 0, CLI_INT, &o.queue, "N", "requests that may wait for the engine before 429 (default 16)", 1, 100000},
         {"slots", 0, CLI_INT, &o.slots, "N", "prefix-cache snapshots kept (default 8; 0 = no prefix reuse)", 0, 4096},
         {"max-body", 0, CLI_INT, &max_body, "BYTES", "largest request body (default 16777216)", 1024, 1 << 30},
@@ -95,6 +95,8 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
     }
     o.api_key_source = !o.api_key ? NULL : o.api_key == env_key ? "$LILAC_API_KEY" : "--api-key";
     if (o.cors && check_cors(o.cors)) return 2;
+    if (o.served_name && (!*o.served_name || strlen(o.served_name) > 255))
+        return fprintf(stderr, "error: serve: --served-model-name must be 1 to 255 bytes (got %zu)\n", strlen(o.served_name)), 2;
     o.max_body = (size_t)max_body;
     o.backend = g->backend;
     o.threads = g->threads;

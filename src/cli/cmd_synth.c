@@ -11,7 +11,7 @@ int cmd_synth(int argc, char **argv, const cli_globals *g) {
     int layers = 0, seed = 1;
     cli_opt opts[] = {
         {"config", 0, CLI_STR, &config, "DIR", "directory whose config.json gives the shapes (default: the real Qwen3.6 config)", 0, 0},
-        {"layers", 0, CLI_INT, &layers, "N", "keep only the first N decoder layers (default: all)", 0, 256},
+        {"layers", 0, CLI_INT, &layers, "N", "keep only the first N decoder layers, N >= 1 (default: all)", 1, 256},
         {"out", 'o', CLI_STR, &out, "DIR", "output directory (created)", 0, 0},
         {"seed", 0, CLI_INT, &seed, "S", "random seed (default 1)", 0, 1 << 30},
     };
@@ -30,6 +30,6 @@ int cmd_synth(int argc, char **argv, const cli_globals *g) {
     }
     if (!out) return fprintf(stderr, "error: synth: --out DIR is required\n"), 2;
     (void)g;
-    if (lilac_synth_write(config, layers, out, (uint64_t)seed, &e)) return fprintf(stderr, "error: %s\n", e.msg), 1;
+    if (lilac_synth_write(config, layers, out, (uint64_t)seed, &e)) return fprintf(stderr, "error: synth: %s\n", e.msg), 1;
     return 0;
 }

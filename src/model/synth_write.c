@@ -207,7 +207,13 @@ lilac_status lilac_synth_write(const char *src_dir, int n_layers, const char *ou
     lilac_config c;
     lilac_status st = lilac_config_load(src_dir, &c, e);
     if (st) return st;
-    const int L = n_layers > 0 && n_layers < c.n_layers ? n_layers : c.n_layers;
+    if (n_layers < 0 || n_layers > c.n_layers) {
+        int have = c.n_layers;
+        lilac_config_free(&c);
+        return lilac_fail(e, LILAC_EINVAL, "--layers %d: the config has %d decoder layers (give 1 to %d, or leave it out for all)",
+                          n_layers, have, have);
+    }
+    const int L = n_layers > 0 ? n_layers : c.n_layers;
     mkdir(out_dir, 0755);
     list l = {0};
     FILE *f = NULL;

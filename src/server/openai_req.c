@@ -193,19 +193,19 @@ static int parse_common(const srv_ctx *srv, json_t *body, srv_job *j, long long 
 static int check_context(const srv_ctx *srv, srv_job *j, long long max_tokens, srv_err *err) {
     int ctx = srv->o.ctx;
     if (j->n_prompt >= ctx || (max_tokens > 0 && max_tokens > (long long)(ctx - j->n_prompt))) {
+        const char *what = j->kind == SRV_COMPLETION ? "prompt" : "messages";
         if (max_tokens > 0)
-            srv_errf(err, 400, "messages",
+            srv_errf(err, 400, what,
                      "This model's maximum context length is %d tokens. However, you requested %lld tokens (%d in the "
-                     "messages, %lld in the completion). Please reduce the length of the messages or completion.",
+                     "%s, %lld in the completion). Please reduce the length of the %s or completion.",
                      ctx, max_tokens > LLONG_MAX - j->n_prompt ? LLONG_MAX : j->n_prompt + max_tokens, j->n_prompt,
-                     max_tokens);
+                     what, max_tokens, what);
         else
-            srv_errf(err, 400, "messages",
-                     "This model's maximum context length is %d tokens. However, your messages resulted in %d tokens "
-                     "(no room for a completion). Please reduce the length of the messages.",
-                     ctx, j->n_prompt);
+            srv_errf(err, 400, what,
+                     "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens "
+                     "(no room for a completion). Please reduce the length of the %s.",
+                     ctx, what, j->n_prompt, what);
         err->code = "context_length_exceeded";
-        if (j->kind == SRV_COMPLETION) snprintf(err->param, sizeof err->param, "prompt");
         return err->status;
     }
     j->gen.max_tokens = max_tokens > 0 ? (int)max_tokens : ctx - j->n_prompt;

@@ -69,5 +69,29 @@ out=$(taskset -c 0 $LILAC --threads 64 generate --model $TINY --ids $P -n 8 --pr
 taskset -c 0,1 $LILAC --version | grep -q "^cpu: 2 cores available, 1 worker thread by default" &&
     ok "default threads on 2 cores: 1" || bad "--version on 2 cores: $(taskset -c 0,1 $LILAC --version)"
 
+# --- strict input: what used to be accepted and then misread
+expect_error "detokenize 1,,2" "IDS: entry 2 is empty" $LILAC detokenize --model $TINY 1,,2
+expect_error "detokenize 1,2," "IDS: entry 3 is empty" $LILAC detokenize --model $TINY 1,2,
+expect_error "detokenize ,1" "IDS: entry 1 is empty" $LILAC detokenize --model $TINY ,1
+expect_error "detokenize names IDS, not --ids" "IDS: entry 2 ('x')" $LILAC detokenize --model $TINY 1,x
+expect_error "generate --ids 1,,2" "--ids: entry 2 is empty" $LILAC generate --model $TINY --ids 1,,2 -n 1
+out=$($LILAC detokenize --model $TINY " 39, 354 ,319" 2>&1)
+[ "$out" = "Hello" ] && ok "spaces around commas are fine" || bad "detokenize with spaces: $out"
+expect_error "synth --layers 0" "--layers: '0' is not an integer in [1, 256]" $LILAC synth --layers 0 --out "$TMP/s0"
+expect_error "synth --layers 99" "synth: --layers 99: the config has 40 decoder layers" $LILAC synth --layers 99 --out "$TMP/s99"
+[ ! -e "$TMP/s0" ] && [ ! -e "$TMP/s99" ] && ok "a refused synth writes nothing" || bad "synth wrote $(ls "$TMP")"
+expect_error "serve --served-model-name ''" "--served-model-name must be 1 to 255 bytes" $LILAC serve --model $TINY --served-model-name ''
+expect_error "serve --ctx 1" "--ctx: '1' is not an integer in [32," $LILAC serve --model $TINY --ctx 1
+
+# --- wording
+$LILAC --help | grep -q "generate .*continue token ids, a text prompt or a chat message (greedy, or sampled)" &&
+    ok "lilac --help: generate is not only greedy" || bad "lilac --help: $($LILAC --help | grep generate)"
+if $LILAC --version | grep -q "^backends: cpu, cuda" && ! ldconfig -p 2>/dev/null | grep -q "libcuda.so.1"; then
+    $LILAC --version | grep -q "^gpu: none: no NVIDIA driver found" && ok "--version without a driver: no driver found" ||
+        bad "--version without a driver: $($LILAC --version | grep gpu)"
+else
+    echo "  skip --version without a driver (a driver is installed, or no CUDA backend)"
+fi
+
 [ $fails -eq 0 ] || { echo "hardening.sh: $fails failed"; exit 1; }
 echo "hardening.sh: all passed"

@@ -614,6 +614,10 @@ def bad_requests():
     assert st == 400 and json.loads(data)["error"]["code"] == "context_length_exceeded", data
     st, _, data = raw(srv, "POST", "/v1/completions", body={"prompt": [7] * 4096, "max_tokens": 1})
     assert st == 400 and json.loads(data)["error"]["code"] == "context_length_exceeded"
+    st, _, data = raw(srv, "POST", "/v1/completions", body={"prompt": [7], "max_tokens": 5000})
+    err = json.loads(data)["error"]
+    assert st == 400 and err["param"] == "prompt" and "(1 in the prompt, 5000 in the completion)" in err["message"], err
+    assert "messages" not in err["message"], err
     for body, param in (({"prompt": "a", "echo": True}, "echo"), ({"prompt": ["a", "b"]}, "prompt"),
                         ({"prompt": [1, 600]}, "prompt"), ({"prompt": ""}, "prompt"), ({"prompt": 3}, "prompt"),
                         ({"prompt": "a", "logprobs": 30}, "logprobs"), ({"prompt": "a", "suffix": "b"}, "suffix")):
