@@ -134,7 +134,7 @@ RUN_PORT ?= 8080
 run: lilac
 	@echo "lilac serve: http://127.0.0.1:$(RUN_PORT)/v1  (Ctrl-C stops it)"
 	@echo "try:  curl http://127.0.0.1:$(RUN_PORT)/v1/chat/completions -H 'Content-Type: application/json' \\"
-	@echo "        -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 16}'"
+	@echo "        -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 16, \"chat_template_kwargs\": {\"enable_thinking\": false}}'"
 	./lilac serve --model tests/fixtures/tiny --port $(RUN_PORT) --ctx 8192
 
 clean:

@@ -379,6 +379,22 @@ def cors():
 
 
 @test
+def readme_first_curl_gets_content():
+    """The README's first curl example, as written, answers with content (thinking off), not content: null."""
+    readme = open("README.md", encoding="utf-8").read()
+    m = re.search(r"curl http://127\.0\.0\.1:8080/v1/chat/completions.*?-d '(.*?)'", readme, re.S)
+    assert m, "no curl example in README.md"
+    body = json.loads(m.group(1))
+    st, _, data = raw(S["plain"], "POST", "/v1/chat/completions", body=body)
+    choice = json.loads(data)["choices"][0]
+    msg = choice["message"]
+    # (sampled with a random seed: an end token first would leave no content, rarely)
+    assert st == 200 and (msg["content"] or choice["finish_reason"] == "stop"), choice
+    assert msg.get("reasoning_content") is None, msg
+    assert "Thinking is on by default" in readme[m.end():m.end() + 300]
+
+
+@test
 def chat_shape_and_usage():
     c = S["main"].client()
     req = {"messages": [SYSTEM, user("Hello there, how are you?")]}
