@@ -93,5 +93,14 @@ else
     echo "  skip --version without a driver (a driver is installed, or no CUDA backend)"
 fi
 
+# --- sampling seeds: random unless --seed, as the server
+a=$($LILAC generate --model $TINY --prompt x -n 16 --temperature 1 --print-ids 2>&1)
+b=$($LILAC generate --model $TINY --prompt x -n 16 --temperature 1 --print-ids 2>&1)
+c=$($LILAC generate --model $TINY --prompt x -n 16 --temperature 1 --print-ids 2>&1)
+[ "$a" != "$b" ] || [ "$a" != "$c" ] && ok "sampling without --seed differs from run to run" || bad "unseeded runs all equal: $a"
+a=$($LILAC generate --model $TINY --prompt x -n 16 --temperature 1 --seed 0 --print-ids 2>&1)
+b=$($LILAC generate --model $TINY --prompt x -n 16 --temperature 1 --seed 0 --print-ids 2>&1)
+[ "$a" = "$b" ] && ok "--seed 0 is reproducible" || bad "--seed 0: $a vs $b"
+
 [ $fails -eq 0 ] || { echo "hardening.sh: $fails failed"; exit 1; }
 echo "hardening.sh: all passed"
