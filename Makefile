@@ -78,6 +78,11 @@ $(DEPS_STAMP): tools/install-deps.sh
 	@sh tools/install-deps.sh
 	@mkdir -p $(dir $@) && touch $@
 
+# The real Qwen3.6-35B-A3B config.json, built into the binary (src/model/config.c
+# includes it; the generated file is committed, and remade when the fixture changes).
+src/model/qwen36_config.inc: tests/fixtures/qwen36-config/config.json tools/embed_file.sh
+	sh tools/embed_file.sh $< $@ lilac_qwen36_config
+
 $(BUILD)/%.o: %.c $(FLAGS_STAMP) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@

@@ -182,10 +182,13 @@ static lilac_status inventory(const lilac_config *c, int L, list *l, lilac_error
 /* config.json with the decoder cut to n_layers (layer_types too). */
 static lilac_status write_config(const char *src_dir, int L, const char *out_dir, lilac_error *e) {
     char path[4096];
-    lilac_status st = lilac_path_join(path, sizeof path, src_dir, "config.json", e);
+    char *text;
+    size_t len;
+    lilac_status st = lilac_config_read(src_dir, &text, &len, path, sizeof path, e);
     if (st) return st;
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root = json_loadb(text, len, 0, &je);
+    free(text);
     if (!root) return lilac_fail(e, LILAC_EFORMAT, "%s: %s", path, je.text);
     json_t *tc = json_object_get(root, "text_config");
     if (!tc) tc = root;
