@@ -62,7 +62,6 @@ static const srv_ctx *cors_srv;
 /* Per-request state (MHD's con_cls), freed by the completion callback. */
 typedef struct {
     route r;
-    const char *url; /* MHD's, valid for the whole request */
     lilac_buf body;
     size_t too_big; /* bytes dropped after the body went over the limit (+1 when announced too large) */
     int answered; /* a response was queued before the body was read */
@@ -426,7 +425,7 @@ static route route_of(const char *url, const char **method_needed) {
 
 /* The Allow header of a route. */
 static const char *allow_of(const char *method) {
-    return !method ? "GET, HEAD, POST, OPTIONS" : strcmp(method, "GET") == 0 ? "GET, HEAD, OPTIONS" : "POST, OPTIONS";
+    return method && strcmp(method, "GET") == 0 ? "GET, HEAD, OPTIONS" : "POST, OPTIONS";
 }
 
 static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *k, const char *v) {
@@ -470,7 +469,6 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         *con_cls = rq;
         const char *need = NULL;
         rq->r = route_of(url, &need);
-        rq->url = url;
         enum MHD_Result ret = MHD_YES;
         size_t hb = header_bytes(c);
         if (hb > MAX_HEADER_BYTES) {
@@ -481,12 +479,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             char msg[300];
             snprintf(msg, sizeof msg, "no such endpoint: %.20s %.200s", method, url);
             ret = reply_simple(c, 404, "not_found", msg), rq->answered = 1;
-        } else if (strcmp(method, "OPTIONS") == 0) {
-            ret = preflight(c, need), rq->answered = 1;
         } else if (rq->r == R_UNSUPPORTED) {
             char msg[300];
             snprintf(msg, sizeof msg, "%.200s is not supported by this server (lilac serves chat and text completions)", url);
             ret = reply_simple(c, 404, "unsupported_endpoint", msg), rq->answered = 1;
+        } else if (strcmp(method, "OPTIONS") == 0) {
+            ret = preflight(c, need), rq->answered = 1;
         } else if (strcmp(method, need) != 0 && !(strcmp(need, "GET") == 0 && strcmp(method, "HEAD") == 0)) {
             char msg[320];
             snprintf(msg, sizeof msg, "%.200s takes %s, not %.20s", url, need, method);
@@ -548,7 +546,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     case R_MODELS:
         return reply(c, 200, srv_resp_models(srv), NULL, NULL);
     case R_MODEL: {
-        const char *id = rq->url + strlen("/v1/models/");
+        const char *id = url + strlen("/v1/models/");
         if (strcmp(id, srv->model_name) == 0) return reply(c, 200, srv_resp_model(srv), NULL, NULL);
         srv_err e;
         srv_errf(&e, 404, "model", "The model '%.200s' does not exist; this server serves '%.200s'", id, srv->model_name);
