@@ -81,6 +81,11 @@ $(DEPS_STAMP): tools/install-deps.sh
 	@sh tools/install-deps.sh
 	@mkdir -p $(dir $@) && touch $@
 
+# The real Qwen3.6-35B-A3B config.json, built into the binary (src/model/config.c
+# includes it; the generated file is committed, and remade when the fixture changes).
+src/model/qwen36_config.inc: tests/fixtures/qwen36-config/config.json tools/embed_file.sh
+	sh tools/embed_file.sh $< $@ lilac_qwen36_config
+
 $(BUILD)/%.o: %.c $(FLAGS_STAMP) | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
@@ -144,7 +149,7 @@ RUN_PORT ?= 8080
 run: lilac
 	@echo "lilac serve: http://127.0.0.1:$(RUN_PORT)/v1  (Ctrl-C stops it)"
 	@echo "try:  curl http://127.0.0.1:$(RUN_PORT)/v1/chat/completions -H 'Content-Type: application/json' \\"
-	@echo "        -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 16}'"
+	@echo "        -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 16, \"chat_template_kwargs\": {\"enable_thinking\": false}}'"
 	./lilac serve --model tests/fixtures/tiny --port $(RUN_PORT) --ctx 8192
 
 clean:

@@ -53,7 +53,7 @@ typedef void (*lilac_progress_fn)(void *ctx, const char *stage, uint64_t done, u
 typedef struct {
     const char *model_dir; /* config.json + safetensors (+ tokenizer files) */
     const char *backend;   /* "auto" (default: CUDA when a GPU is present), "cpu", "cuda" */
-    int threads;           /* CPU worker threads; 0 = one per core */
+    int threads;           /* CPU worker threads; 0 = the default (1 on <= 2 cores, else one per core) */
     int chunk;             /* prefill chunk in tokens; 0 = the backend's default */
     int synthetic;         /* benchmarks: model_dir only supplies config.json; the
                               weights are random, generated on the device */

@@ -22,7 +22,7 @@ void lilac_backend_describe_gpu(char *out, size_t cap) {
 #ifdef LILAC_CUDA
     char why[256];
     if (!lilac_cuda_available(why, sizeof why)) {
-        snprintf(out, cap, "none (%s)", why);
+        snprintf(out, cap, "none: %s", why);
         return;
     }
     lilac_cuda_describe(out, cap);

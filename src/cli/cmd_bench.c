@@ -16,6 +16,7 @@
 
 #include "cli/args.h"
 #include "cli/bench_prefill.h"
+#include "model/config.h"
 #include "cli/cli_engine.h"
 #include "util/err.h"
 #include "util/progress.h"
@@ -36,12 +37,12 @@ static int count_cb(void *ctx, const lilac_token_info *t) {
 
 int cmd_bench(int argc, char **argv, const cli_globals *g) {
     if (argc >= 1 && strcmp(argv[0], "tokenizer") == 0) return bench_tokenizer(argc - 1, argv + 1, g);
-    const char *model = NULL, *config = "tests/fixtures/qwen36-config", *json_out = NULL;
+    const char *model = NULL, *config = LILAC_CONFIG_BUILTIN, *json_out = NULL;
     const char *prefill_list = NULL;
     int synthetic = 0, ctx = 4096, n = 128, warmup = 16, no_profile = 0, chunk = 0, no_decode = 0, quiet = 0;
     cli_opt opts[] = {
         {"synthetic", 0, CLI_FLAG, &synthetic, NULL, "random weights of the real shapes, generated on the GPU", 0, 0},
-        {"config", 0, CLI_STR, &config, "DIR", "config.json for --synthetic (default: the real Qwen3.6-35B-A3B config)", 0, 0},
+        {"config", 0, CLI_STR, &config, "DIR", "config.json for --synthetic (default: the real Qwen3.6-35B-A3B config, built in)", 0, 0},
         {"model", 0, CLI_STR, &model, "DIR", "benchmark a real checkpoint instead", 0, 0},
         {"ctx", 0, CLI_INT, &ctx, "N", "context length before decoding (default 4096)", 0, 1 << 24},
         {"tokens", 'n', CLI_INT, &n, "N", "tokens to time (default 128)", 1, 1 << 20},

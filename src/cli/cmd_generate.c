@@ -1,18 +1,32 @@
 /* cmd_generate.c — `lilac generate`: continue token ids, a raw prompt, or a
  * one-message chat, printing the new ids (--print-ids) or streaming the text.
  *
- * Greedy by default; --temperature and friends sample on the engine.  Text
+ * Greedy by default; --temperature and friends sample on the engine, with a
+ * random seed unless --seed (as the server does).  Text
  * is decoded as tokens arrive, never splitting a UTF-8 character. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cli_engine.h"
 #include "cli/ids.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
+
+static uint64_t random_seed(void) {
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec ^ (uint64_t)getpid() << 32;
+    }
+    return x;
+}
 
 typedef struct {
     lilac_tok_stream ts;
@@ -39,7 +53,7 @@ static int on_token(void *vctx, const lilac_token_info *t) {
  * with the chat template. */
 static lilac_status prompt_ids(const char *ids_spec, const char *prompt, const char *chat, int no_think, int vocab,
                                const lilac_tokenizer *tok, int32_t **ids, int *n, lilac_error *e) {
-    if (ids_spec) return cli_parse_ids(ids_spec, vocab, ids, n, e);
+    if (ids_spec) return cli_parse_ids(ids_spec, "--ids", vocab, ids, n, e);
     lilac_buf rendered = LILAC_BUF_INIT;
     const char *text = prompt;
     size_t len = prompt ? strlen(prompt) : 0;
@@ -69,7 +83,7 @@ static lilac_status prompt_ids(const char *ids_spec, const char *prompt, const c
 
 int cmd_generate(int argc, char **argv, const cli_globals *g) {
     const char *model = NULL, *ids_spec = NULL, *prompt = NULL, *chat = NULL;
-    int n = 16, chunk = 0, print_ids = 0, ignore_eos = 0, no_think = 0, top_k = 0, seed = 0, quiet = 0;
+    int n = 16, chunk = 0, print_ids = 0, ignore_eos = 0, no_think = 0, top_k = 0, seed = -1, quiet = 0;
     double temperature = 0, top_p = 1, min_p = 0;
     cli_opt opts[] = {
         {"model", 0, CLI_STR, &model, "DIR", "model directory (config.json + safetensors [+ tokenizer.json])", 0, 0},
@@ -84,7 +98,7 @@ int cmd_generate(int argc, char **argv, const cli_globals *g) {
         {"top-p", 0, CLI_REAL, &top_p, "P", "nucleus sampling mass (default 1: off)", 0, 0},
         {"top-k", 0, CLI_INT, &top_k, "K", "keep the K most likely tokens (default 0: off)", 0, 1 << 24},
         {"min-p", 0, CLI_REAL, &min_p, "P", "drop tokens below P times the best (default 0: off)", 0, 0},
-        {"seed", 0, CLI_INT, &seed, "S", "random seed for sampling (default 0)", 0, 1 << 30},
+        {"seed", 0, CLI_INT, &seed, "S", "random seed for sampling (default: a random one, as the server draws)", 0, 1 << 30},
         {"chunk", 0, CLI_INT, &chunk, "N", "prefill chunk size in tokens (default 512)", 1, 65536},
         {"quiet", 'q', CLI_FLAG, &quiet, NULL, "no progress (model load, long prefills) on stderr", 0, 0},
     };
@@ -140,7 +154,8 @@ int cmd_generate(int argc, char **argv, const cli_globals *g) {
     p.sampling.top_p = (float)top_p;
     p.sampling.top_k = top_k;
     p.sampling.min_p = (float)min_p;
-    p.sampling.seed = (uint64_t)seed;
+    /* like the server: without --seed, every sampled run is different */
+    p.sampling.seed = seed >= 0 ? (uint64_t)seed : random_seed();
     p.stop_at_eos = !ignore_eos;
     if (tok && !ignore_eos) { /* the chat end tokens, whatever config.json lists */
         const char *names[2] = {"<|im_end|>", "<|endoftext|>"};

@@ -67,10 +67,12 @@ static void print_info(const lilac_chat_info *info) {
 int cmd_render(int argc, char **argv, const cli_globals *g) {
     (void)g;
     const char *model = NULL;
-    int show_info = 0;
+    int show_info = 0, allow_media = 0;
     cli_opt opts[] = {
         {"model", 0, CLI_STR, &model, "DIR", "model directory (checked to exist; the template is built in)", 0, 0},
         {"info", 0, CLI_FLAG, &show_info, NULL, "also print message and generation-prompt offsets to stderr", 0, 0},
+        {"allow-media", 0, CLI_FLAG, &allow_media, NULL,
+         "render image/video parts as the template's placeholders (the server refuses them)", 0, 0},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     int help = 0, npos = 0;
@@ -83,7 +85,9 @@ int cmd_render(int argc, char **argv, const cli_globals *g) {
                "Prints the prompt that the Qwen3.6 chat template makes of an OpenAI\n"
                "chat-completions request body (messages, tools, add_generation_prompt,\n"
                "chat_template_kwargs), exactly, with no newline added.  REQUEST.json may be\n"
-               "'-' for stdin.  Exits 2 on a template error, a malformed request or bad JSON.\n\n"
+               "'-' for stdin.  Exits 2 on a template error, a malformed request or bad JSON,\n"
+               "and on image, video or other non-text content parts unless --allow-media\n"
+               "(lilac runs the text model only, as the server does).\n\n"
                "Options:\n");
         cli_print_options(stdout, opts, nopts);
         cli_print_globals_help();
@@ -98,7 +102,9 @@ int cmd_render(int argc, char **argv, const cli_globals *g) {
     if (!req) return 2;
     lilac_buf out = LILAC_BUF_INIT;
     lilac_chat_info info;
-    lilac_status s = lilac_chat_render(req, &out, &info, &e);
+    lilac_status s = allow_media ? LILAC_OK : lilac_chat_check_text_only(req, NULL, 0, &e);
+    if (!s) s = lilac_chat_render(req, &out, &info, &e);
+    else memset(&info, 0, sizeof info);
     json_decref(req);
     if (s) {
         const char *kind = s == LILAC_CHAT_ETEMPLATE  ? "template error"

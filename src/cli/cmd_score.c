@@ -45,7 +45,7 @@ int cmd_score(int argc, char **argv, const cli_globals *g) {
     float *logits = NULL;
     FILE *lf = NULL;
     lilac_session *s = NULL;
-    if (cli_parse_ids(ids_spec, info.vocab_size, &ids, &T, &e)) goto fail;
+    if (cli_parse_ids(ids_spec, "--ids", info.vocab_size, &ids, &T, &e)) goto fail;
     const int V = info.vocab_size, step = info.chunk;
     top1 = malloc((size_t)T * sizeof *top1);
     logits = malloc((size_t)step * V * sizeof *logits);

@@ -3,16 +3,17 @@
 #include <stdio.h>
 
 #include "cli/args.h"
+#include "model/config.h"
 #include "cli/commands.h"
 #include "model/synth_write.h"
 #include "util/progress.h"
 
 int cmd_synth(int argc, char **argv, const cli_globals *g) {
-    const char *config = "tests/fixtures/qwen36-config", *out = NULL;
+    const char *config = LILAC_CONFIG_BUILTIN, *out = NULL;
     int layers = 0, seed = 1, quiet = 0;
     cli_opt opts[] = {
-        {"config", 0, CLI_STR, &config, "DIR", "directory whose config.json gives the shapes (default: the real Qwen3.6 config)", 0, 0},
-        {"layers", 0, CLI_INT, &layers, "N", "keep only the first N decoder layers (default: all)", 0, 256},
+        {"config", 0, CLI_STR, &config, "DIR", "directory whose config.json gives the shapes (default: the real Qwen3.6 config, built in)", 0, 0},
+        {"layers", 0, CLI_INT, &layers, "N", "keep only the first N decoder layers, N >= 1 (default: all)", 1, 256},
         {"out", 'o', CLI_STR, &out, "DIR", "output directory (created)", 0, 0},
         {"seed", 0, CLI_INT, &seed, "S", "random seed (default 1)", 0, 1 << 30},
         {"quiet", 'q', CLI_FLAG, &quiet, NULL, "no progress on stderr", 0, 0},
@@ -35,6 +36,6 @@ int cmd_synth(int argc, char **argv, const cli_globals *g) {
     lilac_progress_sink sink = {.quiet = quiet};
     lilac_status st = lilac_synth_write_progress(config, layers, out, (uint64_t)seed, lilac_progress_sink_cb, &sink, &e);
     lilac_progress_sink_end(&sink);
-    if (st) return fprintf(stderr, "error: %s\n", e.msg), 1;
+    if (st) return fprintf(stderr, "error: synth: %s\n", e.msg), 1;
     return 0;
 }

@@ -120,7 +120,7 @@ int cmd_detokenize(int argc, char **argv, const cli_globals *g) {
     int32_t *ids = NULL;
     int n = 0;
     lilac_buf out = LILAC_BUF_INIT;
-    if (cli_parse_ids(pos[0], lilac_tokenizer_n_ids(t), &ids, &n, &e) ||
+    if (cli_parse_ids(pos[0], "IDS", lilac_tokenizer_n_ids(t), &ids, &n, &e) ||
         lilac_tokenizer_decode(t, ids, (size_t)n, skip_special ? LILAC_TOK_SKIP_SPECIAL : 0, &out, &e)) {
         fprintf(stderr, "error: detokenize: %s\n", e.msg);
         rc = 1;

@@ -4,7 +4,7 @@
 
 /* Options that apply to every command; given anywhere on the command line. */
 typedef struct {
-    int threads;         /* CPU worker threads; 0 = one per core */
+    int threads;         /* CPU worker threads, at most the cores available; 0 = the default */
     const char *backend; /* "auto", "cpu" or "cuda" */
 } cli_globals;
 

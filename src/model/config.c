@@ -284,13 +284,30 @@ lilac_status lilac_config_parse(const char *text, size_t len, const char *where,
     return st;
 }
 
+/* tests/fixtures/qwen36-config/config.json as bytes (Makefile: tools/embed_file.sh) */
+#include "model/qwen36_config.inc"
+
+lilac_status lilac_config_read(const char *model_dir, char **text, size_t *len, char *where, size_t cap,
+                               lilac_error *e) {
+    *text = NULL;
+    if (model_dir && strcmp(model_dir, LILAC_CONFIG_BUILTIN) == 0) {
+        *len = sizeof lilac_qwen36_config - 1;
+        if (!(*text = malloc(sizeof lilac_qwen36_config))) return lilac_fail(e, LILAC_ENOMEM, "config.json");
+        memcpy(*text, lilac_qwen36_config, sizeof lilac_qwen36_config);
+        snprintf(where, cap, "the built-in Qwen3.6-35B-A3B config.json");
+        return LILAC_OK;
+    }
+    lilac_status st = lilac_path_join(where, cap, model_dir, "config.json", e);
+    if (st) return st;
+    return lilac_read_file(where, 16u << 20, text, len, e);
+}
+
 lilac_status lilac_config_load(const char *model_dir, lilac_config *c, lilac_error *e) {
     char path[4096];
-    lilac_status st = lilac_path_join(path, sizeof path, model_dir, "config.json", e);
-    if (st) return st;
     char *text;
     size_t len;
-    if ((st = lilac_read_file(path, 16u << 20, &text, &len, e))) return st;
+    lilac_status st = lilac_config_read(model_dir, &text, &len, path, sizeof path, e);
+    if (st) return st;
     st = lilac_config_parse(text, len, path, c, e);
     free(text);
     return st;

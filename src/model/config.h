@@ -61,7 +61,15 @@ typedef struct {
 /* Parses and validates config.json text (`where` names the file in errors). */
 lilac_status lilac_config_parse(const char *json_text, size_t len, const char *where, lilac_config *c,
                                 lilac_error *e);
-/* Reads DIR/config.json. */
+/* A model directory name that stands for the real Qwen3.6-35B-A3B
+ * config.json, built into the binary (for synthetic models: `lilac bench
+ * --synthetic` and `lilac synth` run from any directory). */
+#define LILAC_CONFIG_BUILTIN "builtin:qwen3.6-35b-a3b"
+/* DIR/config.json (or the built-in text) as a malloc'd, NUL-terminated
+ * buffer; where (cap bytes) receives the file's name for messages. */
+lilac_status lilac_config_read(const char *model_dir, char **text, size_t *len, char *where, size_t cap,
+                               lilac_error *e);
+/* Reads DIR/config.json (DIR may be LILAC_CONFIG_BUILTIN). */
 lilac_status lilac_config_load(const char *model_dir, lilac_config *c, lilac_error *e);
 void lilac_config_free(lilac_config *c);
 

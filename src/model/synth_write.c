@@ -182,10 +182,13 @@ static lilac_status inventory(const lilac_config *c, int L, list *l, lilac_error
 /* config.json with the decoder cut to n_layers (layer_types too). */
 static lilac_status write_config(const char *src_dir, int L, const char *out_dir, lilac_error *e) {
     char path[4096];
-    lilac_status st = lilac_path_join(path, sizeof path, src_dir, "config.json", e);
+    char *text;
+    size_t len;
+    lilac_status st = lilac_config_read(src_dir, &text, &len, path, sizeof path, e);
     if (st) return st;
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root = json_loadb(text, len, 0, &je);
+    free(text);
     if (!root) return lilac_fail(e, LILAC_EFORMAT, "%s: %s", path, je.text);
     json_t *tc = json_object_get(root, "text_config");
     if (!tc) tc = root;
@@ -212,7 +215,13 @@ lilac_status lilac_synth_write_progress(const char *src_dir, int n_layers, const
     lilac_config c;
     lilac_status st = lilac_config_load(src_dir, &c, e);
     if (st) return st;
-    const int L = n_layers > 0 && n_layers < c.n_layers ? n_layers : c.n_layers;
+    if (n_layers < 0 || n_layers > c.n_layers) {
+        int have = c.n_layers;
+        lilac_config_free(&c);
+        return lilac_fail(e, LILAC_EINVAL, "--layers %d: the config has %d decoder layers (give 1 to %d, or leave it out for all)",
+                          n_layers, have, have);
+    }
+    const int L = n_layers > 0 ? n_layers : c.n_layers;
     mkdir(out_dir, 0755);
     list l = {0};
     FILE *f = NULL;

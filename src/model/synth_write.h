@@ -10,7 +10,7 @@
 #include "util/err.h"
 
 /* Reads SRC_DIR/config.json, keeps its first n_layers decoder layers (0 =
- * all), and writes OUT_DIR/config.json and OUT_DIR/model.safetensors with
+ * all; more than the config has is an error), and writes OUT_DIR/config.json and OUT_DIR/model.safetensors with
  * random weights from seed.  Weight standard deviations: 0.02 for
  * projections and experts, 0.1 for the router and lm_head (decisive routing
  * and spread-out logits, so backends can be compared by top-1). */

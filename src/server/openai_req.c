@@ -9,7 +9,9 @@
  *     does), else OpenAI's defaults (temperature 1, top_p 1).
  *   - fields lilac cannot honour are refused, not ignored: n > 1, best_of > 1,
  *     echo, suffix, logit_bias, response_format other than text,
- *     continue_final_message.  Unknown fields are ignored.
+ *     continue_final_message, the deprecated functions / function_call,
+ *     non-boolean chat_template_kwargs flags, non-text content parts.
+ *     Unknown fields are ignored.
  *   - tool_choice "required" and a named function are checked and the tools
  *     go to the template, but decoding is not constrained; a named choice
  *     makes only that function's calls count as tool calls.
@@ -191,19 +193,19 @@ static int parse_common(const srv_ctx *srv, json_t *body, srv_job *j, long long 
 static int check_context(const srv_ctx *srv, srv_job *j, long long max_tokens, srv_err *err) {
     int ctx = srv->o.ctx;
     if (j->n_prompt >= ctx || (max_tokens > 0 && max_tokens > (long long)(ctx - j->n_prompt))) {
+        const char *what = j->kind == SRV_COMPLETION ? "prompt" : "messages";
         if (max_tokens > 0)
-            srv_errf(err, 400, "messages",
+            srv_errf(err, 400, what,
                      "This model's maximum context length is %d tokens. However, you requested %lld tokens (%d in the "
-                     "messages, %lld in the completion). Please reduce the length of the messages or completion.",
+                     "%s, %lld in the completion). Please reduce the length of the %s or completion.",
                      ctx, max_tokens > LLONG_MAX - j->n_prompt ? LLONG_MAX : j->n_prompt + max_tokens, j->n_prompt,
-                     max_tokens);
+                     what, max_tokens, what);
         else
-            srv_errf(err, 400, "messages",
-                     "This model's maximum context length is %d tokens. However, your messages resulted in %d tokens "
-                     "(no room for a completion). Please reduce the length of the messages.",
-                     ctx, j->n_prompt);
+            srv_errf(err, 400, what,
+                     "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens "
+                     "(no room for a completion). Please reduce the length of the %s.",
+                     ctx, what, j->n_prompt, what);
         err->code = "context_length_exceeded";
-        if (j->kind == SRV_COMPLETION) snprintf(err->param, sizeof err->param, "prompt");
         return err->status;
     }
     j->gen.max_tokens = max_tokens > 0 ? (int)max_tokens : ctx - j->n_prompt;
@@ -397,19 +399,45 @@ int srv_req_chat(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err) {
         if (strcmp(t, "text") != 0)
             return srv_errf(err, 400, "response_format", "response_format \"%s\" is not supported (only \"text\")", t);
     }
-    if ((v = field(body, "chat_template_kwargs")) && !json_is_object(v))
-        return bad_type(err, "chat_template_kwargs", "an object");
+    if ((v = field(body, "chat_template_kwargs"))) {
+        if (!json_is_object(v)) return bad_type(err, "chat_template_kwargs", "an object");
+        /* the template tests these with `is false` / `is true` / truthiness:
+         * "no" would count as true, so only booleans are taken */
+        static const char *const kw_bool[] = {"enable_thinking", "preserve_thinking", "add_generation_prompt",
+                                              "add_vision_id"};
+        for (size_t k = 0; k < sizeof kw_bool / sizeof kw_bool[0]; k++) {
+            json_t *x = field(v, kw_bool[k]);
+            if (x && !json_is_boolean(x)) {
+                srv_errf(err, 400, NULL, "'chat_template_kwargs.%s' must be a boolean (true or false)", kw_bool[k]);
+                snprintf(err->param, sizeof err->param, "chat_template_kwargs.%s", kw_bool[k]);
+                return err->status;
+            }
+        }
+    }
+    /* The deprecated function-calling fields: accepting them would answer in
+     * tool_calls, which a client that sends them does not read. */
+    if (field(body, "functions"))
+        return srv_errf(err, 400, "functions",
+                        "'functions' (deprecated) is not supported; send 'tools': [{\"type\": \"function\", "
+                        "\"function\": {...}}] instead");
+    if (field(body, "function_call"))
+        return srv_errf(err, 400, "function_call",
+                        "'function_call' (deprecated) is not supported; send 'tool_choice' with 'tools' instead");
+    if ((v = field(body, "echo")) && !json_is_false(v))
+        return srv_errf(err, 400, "echo", "'echo' is not supported on chat completions");
     if ((v = field(body, "add_generation_prompt")) && !json_is_boolean(v))
         return bad_type(err, "add_generation_prompt", "a boolean");
     if ((v = field(body, "continue_final_message")) && !json_is_false(v))
         return srv_errf(err, 400, "continue_final_message", "'continue_final_message' is not supported");
+    lilac_error e = {0};
+    char where[64];
+    if (lilac_chat_check_text_only(body, where, sizeof where, &e)) return srv_errf(err, 400, where, "%s", e.msg);
     json_t *parse_tools = NULL;
     if (tool_choice(body, tools, &parse_tools, err)) return err->status;
 
     json_t *rq = renderable(body);
     lilac_buf prompt = LILAC_BUF_INIT;
     lilac_chat_info info;
-    lilac_error e = {0};
     lilac_status st = rq ? lilac_chat_render(rq, &prompt, &info, &e) : LILAC_ENOMEM;
     json_decref(rq);
     if (st) {

@@ -1,7 +1,7 @@
 /* openai_resp.c — the JSON the server sends: OpenAI error objects,
  * chat.completion / text_completion bodies, chat.completion.chunk and
  * text_completion stream events, logprobs in both OpenAI shapes, /v1/models
- * and /health.
+ * (and /v1/models/{id}) and /health.
  *
  * Streams: the chat stream opens with a role chunk; each parser delta is one
  * chunk (reasoning_content, content, or a tool_calls entry: index, id, type
@@ -250,10 +250,20 @@ char *srv_resp_body(const srv_job *j) {
     return s;
 }
 
+static json_t *model_object(const srv_ctx *srv) {
+    return json_pack("{s:s, s:s, s:I, s:s, s:i}", "id", srv->model_name, "object", "model", "created",
+                     (json_int_t)srv->started, "owned_by", "lilac", "max_model_len", srv->o.ctx);
+}
+
 char *srv_resp_models(const srv_ctx *srv) {
-    json_t *o = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:i}]}", "object", "list", "data", "id", srv->model_name,
-                          "object", "model", "created", (json_int_t)srv->started, "owned_by", "lilac", "max_model_len",
-                          srv->o.ctx);
+    json_t *o = json_pack("{s:s, s:[o]}", "object", "list", "data", model_object(srv));
+    char *s = o ? json_dumps(o, JFLAGS) : NULL;
+    json_decref(o);
+    return s;
+}
+
+char *srv_resp_model(const srv_ctx *srv) {
+    json_t *o = model_object(srv);
     char *s = o ? json_dumps(o, JFLAGS) : NULL;
     json_decref(o);
     return s;

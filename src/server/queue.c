@@ -4,6 +4,7 @@
  * running.  The bound counts waiting jobs only (not the running one): a push
  * beyond it is refused, and the HTTP thread answers 429.  A job whose client
  * leaves while it waits is unlinked at once, so it does not hold a place. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "server/server.h"
@@ -84,6 +85,7 @@ void srv_queue_cancel(srv_queue *q, srv_job *j) {
     if (was_waiting) unlink_job(q, j);
     pthread_mutex_unlock(&q->mu);
     if (was_waiting) { /* the engine never saw it: finish it here and drop the queue's reference */
+        if (!j->srv->o.quiet) fprintf(stderr, "lilac serve: %s cancelled: client closed (while queued)\n", j->id);
         srv_job_finish(j);
         srv_job_release(j);
     }

@@ -184,9 +184,15 @@ int srv_run(const srv_opts *o) {
     fprintf(stderr,
             "lilac serve: model '%s' (%s), backend %s, context %d tokens\n"
             "lilac serve: sessions: %.1f MiB each; working session + %d prefix-cache slots = up to %.1f MiB\n"
-            "lilac serve: queue %d, max body %zu bytes, %s\n",
+            "lilac serve: queue %d, max body %zu bytes\n"
+            "lilac serve: %s%s%s\n",
             srv->model_name, o->model_dir, srv->info.device, srv->o.ctx, mib, o->slots, mib * (1 + o->slots), o->queue,
-            o->max_body, o->api_key ? "API key required" : "no API key");
+            o->max_body,
+            o->api_key ? "API key required on /v1/* (Authorization: Bearer KEY; the key from " :
+                         "no API key: any client that can reach this address may use it (--api-key or LILAC_API_KEY to require one)",
+            o->api_key ? (o->api_key_source ? o->api_key_source : "--api-key") : "", o->api_key ? ")" : "");
+    if (o->cors_any) fprintf(stderr, "lilac serve: CORS: pages from any origin may call this server\n");
+    else if (o->cors) fprintf(stderr, "lilac serve: CORS: pages from %s may call this server\n", o->cors);
     const char *host = o->host;
     int v6 = strchr(host, ':') != NULL;
     fprintf(stderr, "lilac serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "", port);

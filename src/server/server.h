@@ -36,7 +36,8 @@ typedef struct {
     const char *model_dir;
     const char *host;        /* default 127.0.0.1 */
     int port;                /* 0: any free port (printed at start) */
-    const char *api_key;     /* NULL: no authentication */
+    const char *api_key;     /* NULL: no authentication; never "" */
+    const char *api_key_source; /* "--api-key" or "$LILAC_API_KEY" (for the start-up line) */
     const char *served_name; /* the model name in responses; default: basename of model_dir */
     const char *backend;     /* global --backend */
     int threads;             /* global --threads */
@@ -49,6 +50,8 @@ typedef struct {
     int timeout_s;           /* idle connection timeout */
     int quiet;               /* no per-request log lines */
     int metrics_open;        /* GET /metrics without the API key */
+    const char *cors;        /* comma-separated origins browsers may call from (NULL: none) */
+    int cors_any;            /* any origin (Access-Control-Allow-Origin: *) */
 } srv_opts;
 
 /* Defaults for omitted sampling fields (generation_config.json, else OpenAI's). */
@@ -262,8 +265,9 @@ void srv_resp_logprob(srv_job *j, const lilac_token_info *t, size_t text_offset)
 /* The whole non-streaming body, malloc'd JSON text. */
 char *srv_resp_body(const srv_job *j);
 const char *srv_finish_reason(const srv_job *j);
-/* GET /v1/models, GET /health */
+/* GET /v1/models, GET /v1/models/{id} (the served model), GET /health */
 char *srv_resp_models(const srv_ctx *srv);
+char *srv_resp_model(const srv_ctx *srv);
 char *srv_resp_health(srv_ctx *srv);
 /* A JSON string of n bytes (invalid UTF-8 repaired); never NULL unless out of memory. */
 json_t *srv_json_str(const char *s, size_t n);
@@ -314,6 +318,13 @@ double srv_now(void); /* monotonic seconds */
  * tools/embed.sh into $(BUILD)/gen/web_page.c). */
 extern const unsigned char lilac_web_page[];
 extern const size_t lilac_web_page_len;
+/* ------------------------------------ /tokenize, /detokenize (tokenize_ep.c) */
+
+/* llama.cpp's shapes: {"content": "..."} -> {"tokens": [...]} and
+ * {"tokens": [...]} -> {"content": "..."}.  Malloc'd JSON text, or NULL
+ * with err filled. */
+char *srv_tokenize(const srv_ctx *srv, json_t *body, srv_err *err);
+char *srv_detokenize(const srv_ctx *srv, json_t *body, srv_err *err);
 
 /* ----------------------------------------------------------------- http.c */
 

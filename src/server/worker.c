@@ -143,7 +143,8 @@ static void run(srv_worker *w, srv_job *j) {
     if (!srv->o.quiet) {
         double t1 = now_ms();
         fprintf(stderr, "lilac serve: %s %s prompt=%d cached=%d gen=%d finish=%s prefill=%.0fms total=%.0fms\n",
-                j->id, cut ? "cancelled" : st ? "failed" : "done", n, j->cached, n_out,
+                j->id, !cut ? (st ? "failed" : "done") : cancel == 2 ? "cancelled: shutting down" : "cancelled: client closed",
+                n, j->cached, n_out,
                 cut || st ? "-" : srv_finish_reason(j), t_prefill - t0, t1 - t0);
     }
     srv_job_finish(j);

@@ -83,6 +83,17 @@ typedef struct {
 lilac_status lilac_chat_render(const json_t *request, lilac_buf *out, lilac_chat_info *info,
                                lilac_error *e);
 
+/* Refuses every content part that is not text: images, videos, audio, files
+ * (lilac loads the text model only, so the template's vision placeholders
+ * would reach the model with nothing behind them).  A part is text when the
+ * template takes it as text ("text" key, no image/video key) and its "type",
+ * if any, is "text".  Returns LILAC_CHAT_EREQUEST with e->msg starting with
+ * the part's path, "messages[i].content[j].type: ..."; where (cap bytes,
+ * may be NULL) receives that path.  Parts that are not objects are left for
+ * lilac_chat_render to refuse.  lilac_chat_render itself still renders
+ * media parts as the template does (its golden tests need that). */
+lilac_status lilac_chat_check_text_only(const json_t *request, char *where, size_t cap, lilac_error *e);
+
 /* Frees what lilac_chat_render allocated in info and zeroes it; NULL is fine. */
 void lilac_chat_info_free(lilac_chat_info *info);
 

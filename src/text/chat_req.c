@@ -21,6 +21,7 @@
  * falls back to reasoning written inline in the content. */
 #include "text/chat_req.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,6 +81,35 @@ static lilac_status check_content(const json_t *content, size_t mi, lilac_error 
             if (!json_is_string(text))
                 return lilac_fail(e, LILAC_CHAT_EREQUEST, "messages[%zu].content[%zu].text: must be a string (got %s)",
                                   mi, k, type_name(text));
+        }
+    }
+    return LILAC_OK;
+}
+
+lilac_status lilac_chat_check_text_only(const json_t *request, char *where, size_t cap, lilac_error *e) {
+    if (where && cap) where[0] = 0;
+    const json_t *msgs = json_object_get(request, "messages");
+    for (size_t mi = 0; mi < json_array_size(msgs); mi++) {
+        const json_t *content = json_object_get(json_array_get(msgs, mi), "content");
+        for (size_t k = 0; k < json_array_size(content); k++) {
+            const json_t *item = json_array_get(content, k);
+            if (!json_is_object(item)) continue; /* a shape error: lilac_chat_render names it */
+            const json_t *type = json_object_get(item, "type");
+            lilac_chat_part kind = lilac_chat_part_kind(item);
+            if (kind == LILAC_CHAT_PART_TEXT && (!type || str_is(type, "text"))) continue;
+            if (where && cap) snprintf(where, cap, "messages[%zu].content[%zu].type", mi, k);
+            const char *what = kind == LILAC_CHAT_PART_IMAGE   ? "an image"
+                               : kind == LILAC_CHAT_PART_VIDEO ? "a video"
+                                                               : "a non-text part";
+            if (json_is_string(type))
+                return lilac_fail(e, LILAC_CHAT_EREQUEST,
+                                  "messages[%zu].content[%zu].type: '%.40s' parts are not supported: lilac serves "
+                                  "the text model only (no vision or audio input); send text parts",
+                                  mi, k, json_string_value(type));
+            return lilac_fail(e, LILAC_CHAT_EREQUEST,
+                              "messages[%zu].content[%zu].type: %s is not supported: lilac serves the text model "
+                              "only (no vision or audio input); send text parts",
+                              mi, k, what);
         }
     }
     return LILAC_OK;

@@ -3,7 +3,9 @@
 #include "util/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -54,12 +56,34 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+int lilac_cores_available(void) {
+    int n = 0;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    if (n <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)c : 1;
+    }
+    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r"); /* "QUOTA PERIOD" or "max PERIOD" */
+    if (f) {
+        long long quota = 0, period = 0;
+        if (fscanf(f, "%lld %lld", &quota, &period) == 2 && quota > 0 && period > 0) {
+            long long q = (quota + period - 1) / period;
+            if (q < n) n = (int)q;
+        }
+        fclose(f);
+    }
+    return n > 0 ? n : 1;
+}
+
+int lilac_pool_default_threads(void) {
+    int n = lilac_cores_available();
+    return n <= 2 ? 1 : n;
+}
+
 lilac_status lilac_pool_new(int threads, lilac_pool **out, lilac_error *e) {
     *out = NULL;
-    if (threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (int)n : 1;
-    }
+    if (threads <= 0) threads = lilac_pool_default_threads();
     if (threads > 1024) return lilac_fail(e, LILAC_EINVAL, "--threads %d is more than 1024", threads);
     lilac_pool *p = calloc(1, sizeof *p);
     if (!p) return lilac_fail(e, LILAC_ENOMEM, "thread pool");

@@ -14,7 +14,17 @@
 typedef struct lilac_pool lilac_pool;
 typedef void (*lilac_pool_fn)(void *ctx, int i, int tid);
 
-/* threads <= 0 means one per online CPU. */
+/* The CPUs this process may run on: its affinity mask, capped by a cgroup v2
+ * CPU quota (/sys/fs/cgroup/cpu.max) when there is one; at least 1. */
+int lilac_cores_available(void);
+
+/* The default worker count: 1 when at most 2 cores are available (measured on
+ * a 2-core machine: one thread decodes the tiny model 2x faster than two and
+ * the real width no slower, docs/PERFORMANCE.md), else one per core. */
+int lilac_pool_default_threads(void);
+
+/* threads <= 0 means lilac_pool_default_threads().  More threads than cores
+ * are allowed here (tests exercise the hand-offs); the command line clamps. */
 lilac_status lilac_pool_new(int threads, lilac_pool **out, lilac_error *e);
 void lilac_pool_free(lilac_pool *p);
 int lilac_pool_threads(const lilac_pool *p);

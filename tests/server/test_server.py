@@ -39,12 +39,12 @@ TMP = tempfile.mkdtemp(prefix="lilac-server-test-")
 class Server:
     """One `lilac serve` process on a free port (--port 0, read from its log)."""
 
-    def __init__(self, name, *args, key=KEY):
+    def __init__(self, name, *args, key=KEY, quiet=True):
         self.name = name
         self.key = key
         self.log_path = os.path.join(TMP, name + ".log")
         self.log = open(self.log_path, "w+b")
-        cmd = [LILAC, "--threads", "2", "serve", "--model", TINY, "--port", "0", "--quiet", *args]
+        cmd = [LILAC, "--threads", "2", "serve", "--model", TINY, "--port", "0", *(["--quiet"] if quiet else []), *args]
         if key:
             cmd += ["--api-key", key]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
@@ -252,9 +252,146 @@ def endpoints_and_auth():
     st, _, body = raw(srv, "GET", "/v1/nothing")
     assert st == 404 and json.loads(body)["error"]["type"] == "invalid_request_error"
     st, hd, _ = raw(srv, "GET", "/v1/chat/completions")
-    assert st == 405 and hd.get("allow") == "POST"
+    assert st == 405 and hd.get("allow") == "POST, OPTIONS"
     st, hd, _ = raw(srv, "POST", "/v1/models", body={})
-    assert st == 405 and hd.get("allow") == "GET"
+    assert st == 405 and hd.get("allow") == "GET, HEAD, OPTIONS"
+
+
+@test
+def probed_endpoints():
+    """What clients probe: models.retrieve, HEAD, OPTIONS, endpoints lilac does not implement, huge headers."""
+    srv = S["main"]
+    c = srv.client()
+    m = c.models.retrieve("tiny")
+    assert m.id == "tiny" and m.object == "model" and m.owned_by == "lilac"
+    try:
+        c.models.retrieve("gpt-4o")
+        raise AssertionError("another model's id was found")
+    except openai.NotFoundError as e:
+        assert e.status_code == 404 and e.body["code"] == "model_not_found" and "gpt-4o" in e.message, e.body
+    for path in ("/health", "/v1/models", "/v1/models/tiny"):
+        st, hd, body = raw(srv, "HEAD", path)
+        gst, ghd, gbody = raw(srv, "GET", path)
+        assert st == 200 == gst and body == b"" and hd["content-type"] == "application/json", (path, st, hd, body)
+        assert int(hd["content-length"]) > 0, hd  # the GET body's length
+    st, hd, body = raw(srv, "HEAD", "/v1/chat/completions")
+    assert st == 405 and hd["allow"] == "POST, OPTIONS" and body == b"", (st, hd)
+    st, hd, body = raw(srv, "HEAD", "/v1/models", headers={"Authorization": "Bearer wrong"})
+    assert st == 401 and body == b"", st
+    # OPTIONS with no --cors: 204 and Allow, nothing a browser would take as permission
+    st, hd, body = raw(srv, "OPTIONS", "/v1/chat/completions",
+                       headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
+    assert st == 204 and hd["allow"] == "POST, OPTIONS" and "access-control-allow-origin" not in hd, (st, hd)
+    st, hd, body = raw(srv, "OPTIONS", "/v1/models", headers={"Authorization": ""})
+    assert st == 204 and hd["allow"] == "GET, HEAD, OPTIONS", (st, hd)
+    # OpenAI endpoints lilac does not implement
+    for method, path in (("POST", "/v1/embeddings"), ("POST", "/v1/audio/transcriptions"),
+                         ("POST", "/v1/audio/speech"), ("POST", "/v1/images/generations"), ("GET", "/v1/embeddings")):
+        st, hd, body = raw(srv, method, path, body={} if method == "POST" else None)
+        err = json.loads(body)["error"]
+        assert st == 404 and "not supported by this server" in err["message"] and path in err["message"], (path, err)
+        assert err["code"] == "unsupported_endpoint" and set(err) == {"message", "type", "param", "code"}, err
+    try:
+        c.embeddings.create(model="tiny", input="x")
+        raise AssertionError("embeddings answered")
+    except openai.NotFoundError as e:
+        assert "not supported by this server" in e.message
+    st, _, body = raw(srv, "GET", "/v1/nothing")
+    assert st == 404 and "no such endpoint" in json.loads(body)["error"]["message"]
+    # a 100 KB header: 431 as an OpenAI error object
+    st, hd, body = raw(srv, "GET", "/v1/models", headers={"X-Big": "a" * 100000})
+    err = json.loads(body)["error"]
+    assert st == 431 and err["code"] == "request_header_fields_too_large" and hd["content-type"] == "application/json", (st, body[:200])
+    assert health(srv)["status"] == "ok"
+
+
+@test
+def tokenize_detokenize():
+    """llama.cpp's /tokenize and /detokenize shapes, equal to `lilac tokenize` / `detokenize`."""
+    srv = S["main"]
+    text = "Hello, world! <|im_start|>user"
+    cli = json.loads(subprocess.run([LILAC, "tokenize", "--model", TINY, text], capture_output=True, check=True).stdout)
+    st, _, body = raw(srv, "POST", "/tokenize", body={"content": text})
+    assert st == 200 and json.loads(body) == {"tokens": cli}, (st, body)
+    split = json.loads(subprocess.run([LILAC, "tokenize", "--model", TINY, "--split-special", text],
+                                      capture_output=True, check=True).stdout)
+    st, _, body = raw(srv, "POST", "/tokenize", body={"content": text, "parse_special": False, "add_special": True})
+    assert st == 200 and json.loads(body)["tokens"] == split != cli, body
+    st, _, body = raw(srv, "POST", "/tokenize", body={"content": text, "with_pieces": True})
+    toks = json.loads(body)["tokens"]
+    assert [t["id"] for t in toks] == cli and "".join(t["piece"] for t in toks) == text, toks
+    st, _, body = raw(srv, "POST", "/detokenize", body={"tokens": cli})
+    assert st == 200 and json.loads(body) == {"content": text}, body
+    st, _, body = raw(srv, "POST", "/detokenize", body={"tokens": []})
+    assert st == 200 and json.loads(body) == {"content": ""}, body
+    for path, bad, param in (("/tokenize", {}, "content"), ("/tokenize", {"content": 5}, "content"),
+                             ("/tokenize", {"content": "a", "with_pieces": "yes"}, "with_pieces"),
+                             ("/detokenize", {}, "tokens"), ("/detokenize", {"tokens": "1,2"}, "tokens"),
+                             ("/detokenize", {"tokens": [1, 512]}, "tokens"), ("/detokenize", {"tokens": [-1]}, "tokens"),
+                             ("/detokenize", {"tokens": [1.5]}, "tokens")):
+        st, _, body = raw(srv, "POST", path, body=bad)
+        err = json.loads(body)["error"]
+        assert st == 400 and err["param"] == param, (path, bad, st, err)
+    st, _, body = raw(srv, "POST", "/tokenize", body=b"{")
+    assert st == 400 and "not valid JSON" in json.loads(body)["error"]["message"]
+    st, _, body = raw(srv, "POST", "/tokenize", body={"content": "x"}, headers={"Authorization": ""})
+    assert st == 401, st  # the API key covers every endpoint but /health
+    st, hd, _ = raw(srv, "GET", "/tokenize")
+    assert st == 405 and hd["allow"] == "POST, OPTIONS"
+
+
+@test
+def cors():
+    srv = Server("cors", "--ctx", "1024", "--cors", "http://localhost:3000,https://app.example")
+    anyo = Server("cors-any", "--ctx", "1024", "--cors-any-origin", key=None)
+    try:
+        assert "CORS: pages from http://localhost:3000,https://app.example" in srv.read_log()
+        pre = {"Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST",
+               "Access-Control-Request-Headers": "authorization, content-type, x-stainless-os", "Authorization": ""}
+        st, hd, body = raw(srv, "OPTIONS", "/v1/chat/completions", headers=pre)
+        assert st == 204 and body == b"", (st, body)
+        assert hd["access-control-allow-origin"] == "http://localhost:3000" and hd["vary"] == "Origin", hd
+        assert hd["access-control-allow-methods"] == "POST, OPTIONS", hd
+        assert hd["access-control-allow-headers"] == "authorization, content-type, x-stainless-os", hd
+        assert int(hd["access-control-max-age"]) > 0
+        st, hd, _ = raw(srv, "OPTIONS", "/v1/chat/completions", headers={**pre, "Origin": "http://localhost:3001"})
+        assert st == 204 and "access-control-allow-origin" not in hd, hd
+        # the answers carry the header too, errors included, so the page can read them
+        req = {"messages": [user("hi")], "max_tokens": 2}
+        st, hd, body = raw(srv, "POST", "/v1/chat/completions", body=req, headers={"Origin": "https://app.example"})
+        assert st == 200 and hd["access-control-allow-origin"] == "https://app.example", hd
+        st, hd, body = raw(srv, "POST", "/v1/chat/completions", body=req,
+                           headers={"Origin": "https://app.example", "Authorization": "Bearer nope"})
+        assert st == 401 and hd["access-control-allow-origin"] == "https://app.example", hd
+        st, hd, body = raw(srv, "POST", "/v1/chat/completions", body={**req, "stream": True},
+                           headers={"Origin": "https://app.example"})
+        assert st == 200 and hd["access-control-allow-origin"] == "https://app.example" and body.endswith(b"[DONE]\n\n")
+        st, hd, _ = raw(srv, "GET", "/health", headers={"Origin": "https://other.example"})
+        assert st == 200 and "access-control-allow-origin" not in hd
+        st, hd, _ = raw(anyo, "OPTIONS", "/v1/models", headers={"Origin": "http://x.example",
+                                                                "Access-Control-Request-Method": "GET"})
+        assert st == 204 and hd["access-control-allow-origin"] == "*" and "vary" not in hd, hd
+        assert hd["access-control-allow-headers"] == "Authorization, Content-Type", hd
+        st, hd, _ = raw(anyo, "GET", "/v1/models", headers={"Origin": "http://x.example"})
+        assert st == 200 and hd["access-control-allow-origin"] == "*"
+    finally:
+        assert srv.stop() == 0 and anyo.stop() == 0
+
+
+@test
+def readme_first_curl_gets_content():
+    """The README's first curl example, as written, answers with content (thinking off), not content: null."""
+    readme = open("README.md", encoding="utf-8").read()
+    m = re.search(r"curl http://127\.0\.0\.1:8080/v1/chat/completions.*?-d '(.*?)'", readme, re.S)
+    assert m, "no curl example in README.md"
+    body = json.loads(m.group(1))
+    st, _, data = raw(S["plain"], "POST", "/v1/chat/completions", body=body)
+    choice = json.loads(data)["choices"][0]
+    msg = choice["message"]
+    # (sampled with a random seed: an end token first would leave no content, rarely)
+    assert st == 200 and (msg["content"] or choice["finish_reason"] == "stop"), choice
+    assert msg.get("reasoning_content") is None, msg
+    assert "Thinking is on by default" in readme[m.end():m.end() + 300]
 
 
 @test
@@ -466,6 +603,11 @@ def bad_requests():
         ({**ok, "response_format": {"type": "json_object"}}, "response_format"),
         ({**ok, "logit_bias": {"1": 5}}, "logit_bias"), ({**ok, "model": 5}, "model"),
         ({**ok, "chat_template_kwargs": []}, "chat_template_kwargs"),
+        ({**ok, "chat_template_kwargs": {"enable_thinking": "no"}}, "chat_template_kwargs.enable_thinking"),
+        ({**ok, "chat_template_kwargs": {"preserve_thinking": 1}}, "chat_template_kwargs.preserve_thinking"),
+        ({**ok, "chat_template_kwargs": {"add_generation_prompt": "yes"}}, "chat_template_kwargs.add_generation_prompt"),
+        ({**ok, "functions": [{"name": "f", "parameters": {"type": "object"}}]}, "functions"),
+        ({**ok, "function_call": "auto"}, "function_call"), ({**ok, "echo": True}, "echo"),
         ({"model": "tiny"}, "messages"), ({**ok, "messages": "hi"}, "messages"), ({**ok, "messages": []}, "messages"),
         ({**ok, "messages": [5]}, "messages"), ({**ok, "messages": [{"role": "user"}, 3]}, "messages"),
     ]
@@ -488,6 +630,10 @@ def bad_requests():
     assert st == 400 and json.loads(data)["error"]["code"] == "context_length_exceeded", data
     st, _, data = raw(srv, "POST", "/v1/completions", body={"prompt": [7] * 4096, "max_tokens": 1})
     assert st == 400 and json.loads(data)["error"]["code"] == "context_length_exceeded"
+    st, _, data = raw(srv, "POST", "/v1/completions", body={"prompt": [7], "max_tokens": 5000})
+    err = json.loads(data)["error"]
+    assert st == 400 and err["param"] == "prompt" and "(1 in the prompt, 5000 in the completion)" in err["message"], err
+    assert "messages" not in err["message"], err
     for body, param in (({"prompt": "a", "echo": True}, "echo"), ({"prompt": ["a", "b"]}, "prompt"),
                         ({"prompt": [1, 600]}, "prompt"), ({"prompt": ""}, "prompt"), ({"prompt": 3}, "prompt"),
                         ({"prompt": "a", "logprobs": 30}, "logprobs"), ({"prompt": "a", "suffix": "b"}, "suffix")):
@@ -499,6 +645,37 @@ def bad_requests():
         raise AssertionError("n=3 accepted")
     except openai.BadRequestError as e:
         assert "n = 1" in e.message
+
+
+@test
+def media_parts_refused():
+    """Image, video, audio and file parts: 400 naming the part (no vision tower is loaded)."""
+    srv = S["main"]
+    text = {"type": "text", "text": "what is this?"}
+    parts = [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        {"type": "image", "image": "http://example.com/a.png"},
+        {"image_url": {"url": "http://example.com/a.png"}},  # no type: still an image to the template
+        {"type": "video", "video": "http://example.com/a.mp4"},
+        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+        {"type": "file", "file": {"file_id": "f"}},
+        {"type": "image_url", "image_url": {"url": "x"}, "text": "also text"},
+    ]
+    for part in parts:
+        msgs = [SYSTEM, {"role": "user", "content": [text, part]}]
+        st, _, data = raw(srv, "POST", "/v1/chat/completions", body={"messages": msgs, "max_tokens": 1})
+        err = json.loads(data)["error"]
+        assert st == 400 and err["param"] == "messages[1].content[1].type", (part, st, err)
+        assert "not supported" in err["message"] and err["type"] == "invalid_request_error", err
+    # the openai client's image message: BadRequestError
+    try:
+        chat(srv.client(), [{"role": "user", "content": [text, parts[0]]}])
+        raise AssertionError("an image was accepted")
+    except openai.BadRequestError as e:
+        assert "messages[0].content[1].type" in e.message
+    # text parts (with or without "type") still work
+    r = chat(srv.client(), [{"role": "user", "content": [text, {"text": " and this"}]}], max_tokens=1)
+    assert r.choices[0].finish_reason in ("stop", "length")
 
 
 @test
@@ -655,6 +832,107 @@ def disconnect_cancels():
     t0 = time.time()
     chat(srv.client(), [user("next one")], max_tokens=2)
     assert time.time() - t0 < 30
+
+
+def read_http_response(sock, timeout=120):
+    """Reads one HTTP/1.1 response to EOF from a raw socket, skipping 1xx
+    interim responses (which a client must accept, RFC 9110 15.2): (status, headers, body)."""
+    sock.settimeout(timeout)
+    data = b""
+    while True:
+        b = sock.recv(65536)
+        if not b:
+            break
+        data += b
+    while True:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        assert sep, data[:200]
+        status = int(head.split(b" ", 2)[1])
+        if 100 <= status < 200:
+            data = rest
+            continue
+        hd = {}
+        for line in head.split(b"\r\n")[1:]:
+            k, _, v = line.partition(b":")
+            hd[k.strip().lower().decode()] = v.strip().decode()
+        if hd.get("transfer-encoding") == "chunked":
+            body = b""
+            while True:
+                size, _, rest = rest.partition(b"\r\n")
+                n = int(size, 16)
+                if n == 0:
+                    break
+                body += rest[:n]
+                assert rest[n:n + 2] == b"\r\n", rest[n:n + 10]
+                rest = rest[n + 2:]
+            rest = body
+        return status, hd, rest
+
+
+def raw_request(srv, body, version=b"HTTP/1.1"):
+    sock = socket.create_connection(("127.0.0.1", srv.port))
+    body = json.dumps(body).encode()
+    auth = b"Authorization: Bearer " + srv.key.encode() + b"\r\n" if srv.key else b""
+    sock.sendall(b"POST /v1/chat/completions " + version + b"\r\nHost: x\r\n" + auth + b"Connection: close\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    return sock
+
+
+@test
+def half_closed_client_gets_its_answer():
+    """shutdown(SHUT_WR) after the body is a half-close, not a disconnect: the answer still comes."""
+    srv = S["main"]
+    before = health(srv)["requests"]["cancelled"]
+    req = {"messages": [user("half close")], "max_tokens": 200, "temperature": 0, "ignore_eos": True}
+    want = json.loads(raw(srv, "POST", "/v1/chat/completions", body=req)[2])
+    sock = raw_request(srv, req)
+    sock.shutdown(socket.SHUT_WR)
+    st, hd, body = read_http_response(sock)
+    sock.close()
+    assert st == 200, (st, body[:300])
+    got = json.loads(body)
+    assert got["choices"][0]["message"] == want["choices"][0]["message"], (got, want)
+    assert got["usage"]["completion_tokens"] == 200
+    # streaming, half-closed: the whole stream
+    sock = raw_request(srv, {**req, "stream": True})
+    sock.shutdown(socket.SHUT_WR)
+    st, hd, body = read_http_response(sock)
+    sock.close()
+    assert st == 200 and hd["content-type"].startswith("text/event-stream"), (st, hd)
+    text = body.decode()
+    assert text.rstrip().endswith("data: [DONE]"), text[-300:]
+    content = ""
+    for line in text.split("\n"):
+        if line.startswith("data: {"):
+            for ch in json.loads(line[6:])["choices"]:
+                content += (ch["delta"].get("reasoning_content") or "") + (ch["delta"].get("content") or "")
+    m = want["choices"][0]["message"]
+    assert content == (m.get("reasoning_content") or "") + (m.get("content") or ""), (content, m)
+    assert health(srv)["requests"]["cancelled"] == before
+
+
+@test
+def disconnect_logs_one_calm_line():
+    srv = Server("calm", "--ctx", "4096", quiet=False)
+    try:
+        for stream in (False, True):
+            n0 = len(srv.read_log())
+            sock = raw_request(srv, {"messages": [user("long")], "max_tokens": 3000, "ignore_eos": True,
+                                     "stream": stream})
+            t0 = time.time()
+            while not health(srv)["queue"]["running"] and time.time() - t0 < 30:
+                time.sleep(0.05)
+            if stream:
+                sock.recv(100)
+            sock.close()
+            wait_idle(srv, 30)
+            time.sleep(0.3)
+            log = srv.read_log()[n0:]
+            lines = [l for l in log.splitlines() if "/health" not in l]
+            assert sum("cancelled: client closed" in l for l in lines) == 1, log
+            assert "internal error" not in log and "application error" not in log.lower(), log
+    finally:
+        assert srv.stop() == 0
 
 
 @test

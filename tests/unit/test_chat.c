@@ -380,6 +380,48 @@ static void put_utf8(char *o, uint32_t cp) {
     o[n] = 0;
 }
 
+/* Media parts are refused (where names the part); text parts, malformed
+ * parts (left to the renderer) and requests without lists pass. */
+static void test_text_only(void) {
+    static const struct {
+        const char *json;
+        const char *where; /* NULL: accepted */
+    } cases[] = {
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}", NULL},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}, {\"text\": \"b\"}]}]}", NULL},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": [5, \"x\"]}]}", NULL},
+        {"{\"messages\": \"x\"}", NULL},
+        {"{}", NULL},
+        {"{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", \"content\": "
+         "[{\"type\": \"text\", \"text\": \"a\"}, {\"type\": \"image_url\", \"image_url\": {\"url\": \"u\"}}]}]}",
+         "messages[1].content[1].type"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"image\": \"u\"}]}]}", "messages[0].content[0].type"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"video\", \"video\": \"v\"}]}]}",
+         "messages[0].content[0].type"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"input_audio\", \"input_audio\": {}}]}]}",
+         "messages[0].content[0].type"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"refusal\", \"text\": \"t\"}]}]}",
+         "messages[0].content[0].type"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_error_t je;
+        json_t *req = json_loads(cases[i].json, 0, &je);
+        CHECK(req != NULL, "case %zu: %s", i, je.text);
+        char where[64] = "unset";
+        lilac_error e = {0};
+        lilac_status st = lilac_chat_check_text_only(req, where, sizeof where, &e);
+        if (!cases[i].where) {
+            CHECK(st == LILAC_OK && where[0] == 0, "case %zu refused: %s", i, e.msg);
+        } else {
+            CHECK(st == LILAC_CHAT_EREQUEST, "case %zu accepted", i);
+            CHECK(strcmp(where, cases[i].where) == 0, "case %zu: where '%s'", i, where);
+            CHECK(strncmp(e.msg, cases[i].where, strlen(cases[i].where)) == 0 && strstr(e.msg, "not supported"),
+                  "case %zu: %s", i, e.msg);
+        }
+        json_decref(req);
+    }
+}
+
 static void test_pystr(void) {
     /* Python: [c for c in range(0x110000) if chr(c).isspace()] */
     static const uint32_t ws[] = {0x9,    0xa,    0xb,    0xc,    0xd,    0x1c,   0x1d,   0x1e,   0x1f,   0x20,
@@ -427,5 +469,6 @@ int main(int argc, char **argv) {
     RUN(test_info_specific);
     RUN(test_prefix_append_only);
     RUN(test_bad_inputs);
+    RUN(test_text_only);
     return check_done("chat");
 }

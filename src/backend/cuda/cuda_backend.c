@@ -5,6 +5,7 @@
  * Supported: MLX affine checkpoints (4/8-bit, group 64) whose dimensions
  * have kernels (cuda_ops.h); anything else is refused at load with the
  * reason, never run on a slow fallback. */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +14,36 @@
 #include "backend/cuda/cuda_internal.h"
 #include "util/bf16.h"
 
+/* Whether the NVIDIA driver's library is installed at all: the static CUDA
+ * runtime reports a missing driver as "insufficient", like an old one. */
+static int driver_installed(void) {
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!h) return 0;
+    dlclose(h);
+    return 1;
+}
+
 int lilac_cuda_available(char *why, size_t cap) {
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess || n == 0) {
-        snprintf(why, cap, "no CUDA device (%s)", err ? cudaGetErrorString(err) : "none found");
+    if (err == cudaErrorInsufficientDriver && !driver_installed()) {
+        snprintf(why, cap, "no NVIDIA driver found (libcuda.so.1 is not installed)");
+        return 0;
+    }
+    if (err == cudaErrorInsufficientDriver) {
+        int drv = 0, rt = 0;
+        cudaDriverGetVersion(&drv);
+        cudaRuntimeGetVersion(&rt);
+        snprintf(why, cap, "the NVIDIA driver (CUDA %d.%d) is older than this build's CUDA runtime (%d.%d)", drv / 1000,
+                 (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
+        return 0;
+    }
+    if (err == cudaErrorNoDevice || (err == cudaSuccess && n == 0)) {
+        snprintf(why, cap, "no CUDA device found (the NVIDIA driver is installed)");
+        return 0;
+    }
+    if (err != cudaSuccess) {
+        snprintf(why, cap, "no usable CUDA device (%s)", cudaGetErrorString(err));
         return 0;
     }
     struct cudaDeviceProp p;
