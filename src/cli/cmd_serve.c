@@ -15,6 +15,7 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
     o.slots = 8;
     o.max_conns = 64;
     o.timeout_s = 120;
+    o.reasoning_budget = -1;
     int max_body = 16 << 20;
     o.api_key = getenv("LILAC_API_KEY");
     cli_opt opts[] = {
@@ -33,6 +34,9 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
         {"chunk", 0, CLI_INT, &o.chunk, "N", "prefill chunk in tokens (default: the backend's)", 1, 65536},
         {"quiet", 'q', CLI_FLAG, &o.quiet, NULL, "no log line per request", 0, 0},
         {"metrics-open", 0, CLI_FLAG, &o.metrics_open, NULL, "serve GET /metrics without the API key", 0, 0},
+        {"reasoning-budget", 0, CLI_INT, &o.reasoning_budget, "N",
+         "default thinking budget: after N reasoning tokens the answer is forced to start (0 = thinking off; "
+         "requests override it with thinking_budget / thinking.budget_tokens)", 0, 1 << 30},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     int help = 0, npos = 0;
@@ -41,7 +45,7 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
     if (cli_parse(argc, argv, opts, nopts, pos, 0, &npos, &help, &e)) return fprintf(stderr, "error: serve: %s\n", e.msg), 2;
     if (help) {
         printf("Usage: lilac serve --model DIR [--host ADDR] [--port N] [--api-key KEY] [--ctx N]\n"
-               "                   [--queue N] [--slots N] [--max-body BYTES] [--backend ...]\n\n"
+               "                   [--queue N] [--slots N] [--reasoning-budget N] [--max-body BYTES] [--backend ...]\n\n"
                "An OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions,\n"
                "GET /v1/models, GET /health; Anthropic's POST /v1/messages (+ /count_tokens);\n"
                "GET /metrics (Prometheus).  One engine thread runs requests in arrival order;\n"
