@@ -112,6 +112,7 @@ lilac_status lilac_session_copy(lilac_session *dst, const lilac_session *src, li
  * ------------------------------------------------------------------------- */
 
 #define LILAC_MAX_TOP_LOGPROBS 20
+#define LILAC_MAX_THINK_END 8 /* tokens in a reasoning budget's closing sequence */
 
 typedef struct {
     float temperature;        /* 0 = greedy (argmax, ties to the lowest id) */
@@ -135,6 +136,23 @@ typedef struct {
     int n_stop_ids;
     int top_logprobs;         /* 0..LILAC_MAX_TOP_LOGPROBS alternatives per token */
     int logprobs;             /* fill lilac_token_info.logprob (and the alternatives) */
+    /* Reasoning budget, for a prompt that ends inside an open think block.
+     * Off unless n_think_end > 0.  Then, once think_budget (>= 0) tokens have
+     * been generated without think_close (the id that ends the reasoning,
+     * </think>) among them, the engine feeds the closing sequence
+     * think_end[0..n_think_end) itself ("\n</think>\n\n"), hands those
+     * tokens to the callback as generated ones (lilac_token_info.forced),
+     * and generation goes on with the answer.  They count in max_tokens.  A
+     * model that writes think_close itself within the budget is left alone. */
+    int think_budget;
+    int32_t think_close;
+    const int32_t *think_end;
+    int n_think_end;
+    /* The last n_prior_gen tokens of the session belong to the answer being
+     * generated (a generation resumed after the engine fed tokens itself):
+     * the frequency and presence penalties count them as generated text.
+     * 0 for a new generation. */
+    int n_prior_gen;
 } lilac_gen_params;
 
 typedef struct {
@@ -144,6 +162,8 @@ typedef struct {
     int n_top;
     int32_t top_ids[LILAC_MAX_TOP_LOGPROBS];
     float top_logprobs[LILAC_MAX_TOP_LOGPROBS];
+    int forced;               /* fed by the engine (the reasoning budget's closing
+                                 sequence), not sampled; logprob is still the model's */
 } lilac_token_info;
 
 typedef enum {
@@ -157,7 +177,8 @@ typedef int (*lilac_token_cb)(void *ctx, const lilac_token_info *t);
 
 /* Generates after the session's tokens (the prompt must have been fed).
  * Every generated token but the last is fed back, so on return the session
- * holds prompt + generated[0..n-1) and can continue or be snapshotted.
+ * holds prompt + generated[0..n-1) and can continue or be snapshotted
+ * (forced tokens of the reasoning budget count as generated).
  * *n_out receives the number of tokens generated, *why the reason it ended.
  * cb may be NULL. */
 lilac_status lilac_session_generate(lilac_session *s, const lilac_gen_params *p, lilac_token_cb cb, void *ctx, int *n_out,

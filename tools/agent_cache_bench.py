@@ -16,6 +16,18 @@ so the conversation has tool calls only where the model made them.
   python3 tools/agent_cache_bench.py                       # starts ./lilac serve on the tiny model
   python3 tools/agent_cache_bench.py --url http://127.0.0.1:8080 --key KEY
   python3 tools/agent_cache_bench.py --slots 0             # the same without prefix reuse
+  python3 tools/agent_cache_bench.py --no-edits            # only the conversation
+
+After the conversation, unless --no-edits, three edited histories are sent,
+as a chat client sends them (each a request of its own; reported apart):
+  edit-last    the last user message reworded (edit / regenerate);
+  edit-answer  the first assistant answer's content changed, the rest kept
+               up to the last user message;
+  truncate     the first task (its user message, tool calls and results)
+               dropped, the system prompt kept (context compaction).
+The longest snapshot that prefixes each is reused: everything before the
+last user message, the first turn up to its assistant header, and the
+system turn.
 
 Only the standard library is used.
 """
@@ -110,6 +122,7 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--verbatim", action="store_true", help="never add tool calls the model did not make")
     ap.add_argument("--preserve-thinking", action="store_true", help="chat_template_kwargs.preserve_thinking")
+    ap.add_argument("--no-edits", action="store_true", help="skip the edited-history requests")
     args = ap.parse_args()
     proc = None
     url = args.url
@@ -117,8 +130,9 @@ def main():
         proc, url, _ = start_server(args)
     body_extra = {"chat_template_kwargs": {"preserve_thinking": True}} if args.preserve_thinking else {}
     msgs = [{"role": "system", "content": SYSTEM}]
-    rows = []
+    rows, edits = [], []
     call_no = 0
+    t_conv = 0.0
     t_all = time.time()
     try:
         for task, steps in TASKS:
@@ -153,6 +167,24 @@ def main():
                 msgs.extend(results)
                 if not results:
                     break
+        t_conv = time.time() - t_all
+        if not args.no_edits:
+            user_at = [i for i, m in enumerate(msgs) if m["role"] == "user"]
+            first_asst = next(i for i, m in enumerate(msgs) if m["role"] == "assistant")
+            last_user = user_at[-1]
+            answer = dict(msgs[first_asst], content="(an edited answer) " + (msgs[first_asst].get("content") or ""))
+            cases = [
+                ("edit-last", msgs[:last_user] + [{"role": "user", "content": msgs[last_user]["content"] + " Reworded."}]),
+                ("edit-answer", msgs[:first_asst] + [answer] + msgs[first_asst + 1:last_user + 1]),
+                ("truncate", [msgs[0]] + msgs[user_at[1]:last_user + 1]),
+            ]
+            for name, body_msgs in cases:
+                t0 = time.time()
+                r = post(url, args.key, {"model": "any", "messages": body_msgs, "tools": TOOLS, "temperature": 0,
+                                         "max_tokens": args.max_tokens, **body_extra})
+                u = r["usage"]
+                edits.append((name, u["prompt_tokens"], u["prompt_tokens_details"]["cached_tokens"],
+                              u["completion_tokens"], r["choices"][0]["finish_reason"], time.time() - t0))
     finally:
         if proc:
             proc.send_signal(signal.SIGTERM)
@@ -165,8 +197,15 @@ def main():
         print(f"{n:>3} {role:>9} {p:>7} {c:>7} {p - c:>6} {g:>4} {fin:>10} {dt:>6.2f}s")
     print(f"requests: {len(rows)}, cache hits: {hits}/{len(rows)} ({100.0 * hits / len(rows):.0f}%), "
           f"prompt tokens: {total_p}, reused: {total_c} ({100.0 * total_c / max(total_p, 1):.1f}%), "
-          f"prefilled: {total_p - total_c}, wall: {time.time() - t_all:.1f} s"
+          f"prefilled: {total_p - total_c}, wall: {t_conv:.1f} s"
           f"{' (verbatim)' if args.verbatim else ''}{' (preserve_thinking)' if args.preserve_thinking else ''}")
+    if edits:
+        print(f"{'edited':>11} {'prompt':>7} {'cached':>7} {'new':>6} {'gen':>4} {'finish':>10} {'time':>7}")
+        for name, p, c, g, fin, dt in edits:
+            print(f"{name:>11} {p:>7} {c:>7} {p - c:>6} {g:>4} {fin:>10} {dt:>6.2f}s")
+        ep, ec = sum(e[1] for e in edits), sum(e[2] for e in edits)
+        print(f"edited histories: {len(edits)}, cache hits: {sum(1 for e in edits if e[2] > 0)}/{len(edits)}, "
+              f"prompt tokens: {ep}, reused: {ec} ({100.0 * ec / max(ep, 1):.1f}%), prefilled: {ep - ec}")
     return 0
 
 

@@ -43,6 +43,7 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
     o.slots = 8;
     o.max_conns = 64;
     o.timeout_s = 120;
+    o.reasoning_budget = -1;
     int max_body = 16 << 20;
     const char *env_key = getenv("LILAC_API_KEY");
     o.api_key = env_key;
@@ -65,6 +66,9 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
         {"cors", 0, CLI_STR, &o.cors, "ORIGINS",
          "let browser pages from these origins call the server (comma-separated, e.g. http://localhost:3000)", 0, 0},
         {"cors-any-origin", 0, CLI_FLAG, &o.cors_any, NULL, "let a page from any origin call it (Access-Control-Allow-Origin: *)", 0, 0},
+        {"reasoning-budget", 0, CLI_INT, &o.reasoning_budget, "N",
+         "default thinking budget: after N reasoning tokens the answer is forced to start (0 = thinking off; "
+         "requests override it with thinking_budget / thinking.budget_tokens)", 0, 1 << 30},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     int help = 0, npos = 0;
@@ -73,7 +77,7 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
     if (cli_parse(argc, argv, opts, nopts, pos, 0, &npos, &help, &e)) return fprintf(stderr, "error: serve: %s\n", e.msg), 2;
     if (help) {
         printf("Usage: lilac serve --model DIR [--host ADDR] [--port N] [--api-key KEY] [--ctx N]\n"
-               "                   [--queue N] [--slots N] [--max-body BYTES] [--backend ...]\n\n"
+               "                   [--queue N] [--slots N] [--reasoning-budget N] [--max-body BYTES] [--backend ...]\n\n"
                "An OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions,\n"
                "GET /v1/models[/ID], GET /health, POST /tokenize, POST /detokenize (HEAD on the GET\n"
                "routes, OPTIONS for CORS preflight); Anthropic's POST /v1/messages (+ /count_tokens);\n"

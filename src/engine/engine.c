@@ -241,16 +241,14 @@ static int is_stop(const lilac_config *c, const lilac_gen_params *p, int32_t id)
     return 0;
 }
 
-lilac_status lilac_session_generate(lilac_session *s, const lilac_gen_params *p, lilac_token_cb cb, void *ctx, int *n_out,
-                                    lilac_finish *why, lilac_error *e) {
+/* One uninterrupted generation: on the device when the backend takes p,
+ * else the host loop over forward(). */
+static lilac_status gen_run(lilac_session *s, const lilac_gen_params *p, lilac_token_cb cb, void *ctx, int *n_out,
+                            lilac_finish *why, lilac_error *e) {
     const lilac_config *c = &s->g->model.cfg;
+    const lilac_sampling *sp = &p->sampling;
     *n_out = 0;
     *why = LILAC_FINISH_LENGTH;
-    if (!s->have_logits) return lilac_fail(e, LILAC_EINVAL, "generate needs a prompt of at least one token");
-    const lilac_sampling *sp = &p->sampling;
-    if (!(sp->temperature >= 0) || !(sp->top_p > 0 && sp->top_p <= 1) || !(sp->min_p >= 0 && sp->min_p <= 1) ||
-        sp->top_k < 0 || !(sp->repetition_penalty > 0) || p->top_logprobs < 0 || p->top_logprobs > LILAC_MAX_TOP_LOGPROBS)
-        return lilac_fail(e, LILAC_EINVAL, "sampling parameters out of range");
     if (s->g->ops->generate && p->max_tokens > 0) {
         /* Generation on the device: no per-token round trip.  It declines
          * (EUNSUPPORTED) what it does not do, and the host loop runs. */
@@ -267,7 +265,9 @@ lilac_status lilac_session_generate(lilac_session *s, const lilac_gen_params *p,
         }
         free(out);
     }
-    lilac_sampler_begin(&s->sampler, sp, s->tokens, lilac_session_len(s));
+    const int len = lilac_session_len(s);
+    lilac_sampler_begin(&s->sampler, sp, s->tokens, len);
+    for (int i = len - p->n_prior_gen; i < len; i++) lilac_sampler_accept(&s->sampler, s->tokens[i]);
     for (int i = 0; i < p->max_tokens; i++) {
         lilac_token_info t = {0};
         t.id = lilac_sampler_pick(&s->sampler, sp, s->logits);
@@ -290,6 +290,180 @@ lilac_status lilac_session_generate(lilac_session *s, const lilac_gen_params *p,
     }
     *why = LILAC_FINISH_LENGTH;
     return LILAC_OK;
+}
+
+/* Passes a run's tokens on with their index in the whole answer, and
+ * remembers the last one (a run does not feed its last token). */
+typedef struct {
+    lilac_token_cb cb;
+    void *ctx;
+    int base;     /* tokens the answer had before this run */
+    int32_t last; /* the last id passed on; -1 none */
+} relay;
+
+static int relay_cb(void *c, const lilac_token_info *t) {
+    relay *r = c;
+    r->last = t->id;
+    if (!r->cb) return 0;
+    lilac_token_info u = *t;
+    u.index += r->base;
+    return r->cb(r->ctx, &u);
+}
+
+/* A different random stream for the answer after a forced close (the same
+ * seed would replay the reasoning's draws). */
+static uint64_t reseed(uint64_t x) {
+    x ^= 0x7468696e6b656e64ull; /* "thinkend" */
+    x = (x ^ (x >> 33)) * 0xff51afd7ed558ccdull;
+    x = (x ^ (x >> 33)) * 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+/* The answer after the reasoning: the rest of max_tokens from the state that
+ * now holds all n tokens generated so far. */
+static lilac_status gen_answer(lilac_session *s, const lilac_gen_params *p, relay *r, int n, int *n_out, lilac_finish *why,
+                               lilac_error *e) {
+    lilac_gen_params p2 = *p;
+    p2.n_think_end = 0;
+    p2.think_end = NULL;
+    p2.max_tokens = p->max_tokens - n;
+    p2.n_prior_gen = p->n_prior_gen + n;
+    p2.sampling.seed = reseed(p->sampling.seed);
+    r->base = n;
+    int n2 = 0;
+    lilac_status st = gen_run(s, &p2, relay_cb, r, &n2, why, e);
+    *n_out = n + n2;
+    return st;
+}
+
+/* Generation with a reasoning budget (lilac.h).  The budget is a token limit
+ * on a first run, which stops early on think_close; no backend needs to know
+ * about it, so the device loop (which runs ahead of the host) is used
+ * unchanged for both runs:
+ *   1. run with max_tokens = min(budget, max_tokens) and think_close as an
+ *      extra stop id;
+ *   2. the model closed the reasoning itself: feed its think_close, go on;
+ *      else, at the budget: feed the run's last token and the closing
+ *      sequence (all of it but its last token, the state's rule for a
+ *      generated token), hand the closing tokens to the callback, feed the
+ *      last one;
+ *   3. run the answer with the rest of max_tokens (penalties count the
+ *      tokens before it as generated). */
+static lilac_status gen_budget(lilac_session *s, const lilac_gen_params *p, lilac_token_cb cb, void *ctx, int *n_out,
+                               lilac_finish *why, lilac_error *e) {
+    const int V = s->g->model.cfg.vocab_size, pos0 = lilac_session_len(s);
+    relay r = {cb, ctx, 0, -1};
+    int n = 0, closed = 0;
+    lilac_status st;
+    *why = LILAC_FINISH_LENGTH;
+    if (p->think_budget > 0) {
+        int32_t *stops = malloc((size_t)(p->n_stop_ids + 1) * sizeof *stops);
+        if (!stops) return lilac_fail(e, LILAC_ENOMEM, "stop ids");
+        if (p->n_stop_ids) memcpy(stops, p->stop_ids, (size_t)p->n_stop_ids * sizeof *stops);
+        stops[p->n_stop_ids] = p->think_close;
+        lilac_gen_params p1 = *p;
+        p1.n_think_end = 0;
+        p1.think_end = NULL;
+        p1.stop_ids = stops;
+        p1.n_stop_ids = p->n_stop_ids + 1;
+        p1.max_tokens = p->max_tokens < p->think_budget ? p->max_tokens : p->think_budget;
+        st = gen_run(s, &p1, relay_cb, &r, &n, why, e);
+        free(stops);
+        *n_out = n;
+        if (st || *why == LILAC_FINISH_CALLBACK) return st;
+        if (*why == LILAC_FINISH_EOS && r.last != p->think_close) return LILAC_OK; /* an end id */
+        closed = *why == LILAC_FINISH_EOS;
+        if (!closed && n < p1.max_tokens) return LILAC_OK; /* the session is full */
+        if (n >= p->max_tokens) {
+            *why = LILAC_FINISH_LENGTH;
+            return LILAC_OK;
+        }
+    }
+    /* the state holds the first `fed` generated tokens; the run's last one is pending */
+    int fed = lilac_session_len(s) - pos0;
+    if (fed != n && fed != n - 1)
+        return lilac_fail(e, LILAC_EBACKEND, "reasoning budget: the state holds %d of %d generated tokens", fed, n);
+    const int32_t pend = fed < n ? r.last : -1;
+    if (closed) {
+        if (pend >= 0 && lilac_session_len(s) >= s->cap) {
+            *why = LILAC_FINISH_LENGTH; /* no room for the answer */
+            return LILAC_OK;
+        }
+        if (pend >= 0 && (st = feed(s, &pend, 1, NULL, 0, NULL, e))) return st;
+        return gen_answer(s, p, &r, n, n_out, why, e);
+    }
+    /* the closing sequence, as far as max_tokens and the session allow */
+    int k = p->n_think_end, m = k < p->max_tokens - n ? k : p->max_tokens - n;
+    int room = s->cap - lilac_session_len(s) - (pend >= 0); /* positions for the closing tokens but the last */
+    if (m - 1 > room) m = room + 1;
+    if (m <= 0) {
+        *why = LILAC_FINISH_LENGTH;
+        return LILAC_OK;
+    }
+    int32_t ids[LILAC_MAX_THINK_END + 1];
+    int f = 0;
+    if (pend >= 0) ids[f++] = pend;
+    for (int i = 0; i < m - 1; i++) ids[f++] = p->think_end[i];
+    lilac_token_info ti[LILAC_MAX_THINK_END];
+    memset(ti, 0, sizeof ti);
+    const int lp = p->logprobs || p->top_logprobs;
+    /* logprobs of the closing tokens under the model: token i's logits are
+     * the row after the token before it */
+    if (lp && pend < 0) lilac_logprobs(s->logits, V, p->think_end[0], p->top_logprobs, &ti[0], s->sampler.idx);
+    if (f > 0) {
+        float *all = lp ? malloc((size_t)f * (size_t)V * sizeof *all) : NULL;
+        if (lp && !all) return lilac_fail(e, LILAC_ENOMEM, "logits of the closing sequence");
+        st = feed(s, ids, f, all, lp, NULL, e);
+        for (int row = 0; !st && lp && row < f; row++) {
+            int i = pend >= 0 ? row : row + 1;
+            if (i < m) lilac_logprobs(all + (size_t)row * V, V, p->think_end[i], p->top_logprobs, &ti[i], s->sampler.idx);
+        }
+        free(all);
+        if (st) return st;
+    }
+    for (int i = 0; i < m; i++) {
+        ti[i].id = p->think_end[i];
+        ti[i].index = n;
+        ti[i].forced = 1;
+        n++;
+        *n_out = n;
+        if (cb && cb(ctx, &ti[i])) {
+            *why = LILAC_FINISH_CALLBACK;
+            return LILAC_OK;
+        }
+    }
+    if (m < k || n >= p->max_tokens || lilac_session_len(s) >= s->cap) {
+        *why = LILAC_FINISH_LENGTH;
+        return LILAC_OK;
+    }
+    if ((st = feed(s, &p->think_end[k - 1], 1, NULL, 0, NULL, e))) return st;
+    return gen_answer(s, p, &r, n, n_out, why, e);
+}
+
+lilac_status lilac_session_generate(lilac_session *s, const lilac_gen_params *p, lilac_token_cb cb, void *ctx, int *n_out,
+                                    lilac_finish *why, lilac_error *e) {
+    const lilac_config *c = &s->g->model.cfg;
+    *n_out = 0;
+    *why = LILAC_FINISH_LENGTH;
+    if (!s->have_logits) return lilac_fail(e, LILAC_EINVAL, "generate needs a prompt of at least one token");
+    const lilac_sampling *sp = &p->sampling;
+    if (!(sp->temperature >= 0) || !(sp->top_p > 0 && sp->top_p <= 1) || !(sp->min_p >= 0 && sp->min_p <= 1) ||
+        sp->top_k < 0 || !(sp->repetition_penalty > 0) || p->top_logprobs < 0 || p->top_logprobs > LILAC_MAX_TOP_LOGPROBS)
+        return lilac_fail(e, LILAC_EINVAL, "sampling parameters out of range");
+    if (p->n_prior_gen < 0 || p->n_prior_gen > lilac_session_len(s))
+        return lilac_fail(e, LILAC_EINVAL, "n_prior_gen %d is outside [0, %d] (the session's tokens)", p->n_prior_gen,
+                          lilac_session_len(s));
+    if (p->n_think_end <= 0) return gen_run(s, p, cb, ctx, n_out, why, e);
+    if (p->n_think_end > LILAC_MAX_THINK_END || !p->think_end || p->think_budget < 0)
+        return lilac_fail(e, LILAC_EINVAL, "reasoning budget: %d closing tokens (at most %d) and budget %d (>= 0)",
+                          p->n_think_end, LILAC_MAX_THINK_END, p->think_budget);
+    for (int i = 0; i <= p->n_think_end; i++) {
+        int32_t id = i < p->n_think_end ? p->think_end[i] : p->think_close;
+        if (id < 0 || id >= c->vocab_size)
+            return lilac_fail(e, LILAC_EINVAL, "reasoning budget: token id %d is outside the vocabulary [0, %d)", id,
+                              c->vocab_size);
+    }
+    return gen_budget(s, p, cb, ctx, n_out, why, e);
 }
 
 lilac_status lilac_session_fill_random(lilac_session *s, int n, uint64_t seed, lilac_error *e) {

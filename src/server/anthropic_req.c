@@ -16,13 +16,14 @@
  *   tools [{name, description, input_schema}] -> function tools (parameters = input_schema)
  *   tool_choice auto/any/tool/none    -> "auto" / "required" / the named function / "none"
  *   thinking enabled, adaptive / disabled -> chat_template_kwargs.enable_thinking true / false
- *                                        (omitted: the template's default, thinking on)
+ *                                        (omitted: the template's default, thinking on);
+ *                                        enabled's budget_tokens -> thinking_budget (enforced)
  *   stop_sequences -> stop; max_tokens, temperature, top_p, top_k, stream as they are.
  * Decisions: metadata, service_tier and other unknown fields are ignored;
  * image and document blocks, server tools and a final assistant message
- * (prefill) are refused; budget_tokens and tool_choice any/tool are checked
- * but not enforced (no constrained decoding yet); disable_parallel_tool_use
- * is accepted and ignored. */
+ * (prefill) are refused; tool_choice any/tool are checked but not enforced
+ * (no constrained decoding yet); disable_parallel_tool_use is accepted and
+ * ignored. */
 #include <limits.h>
 #include <stdarg.h>
 #include <math.h>
@@ -319,11 +320,12 @@ static json_t *map_body(json_t *body, int count_only, srv_err *err) {
                      "{\"type\": \"disabled\"}");
             goto fail;
         }
-        if (is(ty, "enabled") && (!json_is_integer(bt) || json_integer_value(bt) < 1)) {
-            srv_errf(err, 400, "thinking", "'thinking.budget_tokens' must be a positive integer");
+        if (is(ty, "enabled") && (!json_is_integer(bt) || json_integer_value(bt) < 1 || json_integer_value(bt) > INT_MAX)) {
+            srv_errf(err, 400, "thinking", "'thinking.budget_tokens' must be an integer in [1, %d]", INT_MAX);
             goto fail;
         }
         json_object_set_new(req, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", is(ty, "enabled")));
+        if (is(ty, "enabled")) json_object_set(req, "thinking_budget", bt); /* enforced by the engine */
     }
     if (count_only) return req;
     v = field(body, "max_tokens");

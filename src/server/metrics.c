@@ -171,6 +171,8 @@ char *srv_metrics_render(srv_ctx *srv) {
     scalar(&b, "lilac_cached_tokens_total", "counter", "Prompt tokens reused from the prefix cache instead of computed.",
            (double)st.cached_tokens);
     scalar(&b, "lilac_generated_tokens_total", "counter", "Tokens generated.", (double)st.generated_tokens);
+    scalar(&b, "lilac_reasoning_tokens_total", "counter", "Generated tokens inside think blocks (before </think>).",
+           (double)st.reasoning_tokens);
     scalar(&b, "lilac_prefill_tokens_total", "counter", "Prompt tokens computed (prefilled).", (double)c.prefilled);
     scalar(&b, "lilac_prefill_seconds_total", "counter", "Time spent prefilling.", c.prefill_s);
     scalar(&b, "lilac_decode_tokens_total", "counter", "Tokens decoded by finished requests.", (double)c.decoded);
@@ -188,6 +190,11 @@ char *srv_metrics_render(srv_ctx *srv) {
     scalar(&b, "lilac_prefix_cache_hits_total", "counter", "Requests that reused a cached prefix.", (double)st.cache_hits);
     scalar(&b, "lilac_prefix_cache_reused_tokens_total", "counter", "Prompt tokens reused from the prefix cache.",
            (double)st.cached_tokens);
+    scalar(&b, "lilac_prefix_cache_evictions_total", "counter", "Snapshots the LRU replaced to make room.",
+           (double)st.cache_evictions);
+    scalar(&b, "lilac_prefix_cache_superseded_total", "counter",
+           "Snapshots dropped because a longer prompt end of the same conversation extends them.",
+           (double)st.cache_superseded);
     scalar(&b, "lilac_prefix_cache_slots", "gauge", "Prefix-cache slots (--slots).", srv->o.slots);
     scalar(&b, "lilac_prefix_cache_snapshots", "gauge", "Snapshots the prefix cache holds.", c.snaps);
     scalar(&b, "lilac_prefix_cache_snapshot_bytes", "gauge", "Memory the held snapshots occupy on the backend.",

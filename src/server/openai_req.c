@@ -8,10 +8,14 @@
  *   - omitted sampling fields take generation_config.json's values (as vLLM
  *     does), else OpenAI's defaults (temperature 1, top_p 1).
  *   - fields lilac cannot honour are refused, not ignored: n > 1, best_of > 1,
- *     echo, suffix, logit_bias, response_format other than text,
+ *     echo, suffix, logit_bias, response_format other than text (json_object
+ *     and json_schema: constrained decoding is not implemented yet),
  *     continue_final_message, the deprecated functions / function_call,
  *     non-boolean chat_template_kwargs flags, non-text content parts.
  *     Unknown fields are ignored.
+ *   - thinking_budget N (default --reasoning-budget): after N reasoning
+ *     tokens the engine feeds "\n</think>\n\n" itself and the answer
+ *     follows; 0 renders the prompt with enable_thinking false.
  *   - tool_choice "required" and a named function are checked and the tools
  *     go to the template, but decoding is not constrained; a named choice
  *     makes only that function's calls count as tool calls.
@@ -350,8 +354,10 @@ static int tool_choice(json_t *body, json_t *tools, json_t **parse_tools, srv_er
 }
 
 /* The body as the renderer should see it: role "developer" becomes
- * "system" (OpenAI's newer name for it; the template knows only system). */
-static json_t *renderable(json_t *body) {
+ * "system" (OpenAI's newer name for it; the template knows only system);
+ * with no_think, chat_template_kwargs.enable_thinking is false (a thinking
+ * budget of 0). */
+static json_t *renderable(json_t *body, int no_think) {
     json_t *msgs = json_object_get(body, "messages");
     int dev = 0;
     size_t i;
@@ -360,12 +366,22 @@ static json_t *renderable(json_t *body) {
         const char *r = json_string_value(json_object_get(m, "role"));
         dev |= r && strcmp(r, "developer") == 0;
     }
-    if (!dev) return json_incref(body);
+    if (!dev && !no_think) return json_incref(body);
     json_t *copy = json_copy(body), *nm = json_array();
     if (!copy || !nm) {
         json_decref(copy);
         json_decref(nm);
         return NULL;
+    }
+    if (no_think) {
+        json_t *kw = json_object_get(body, "chat_template_kwargs");
+        json_t *k2 = json_is_object(kw) ? json_copy(kw) : json_object();
+        if (!k2 || json_object_set_new(k2, "enable_thinking", json_false()) ||
+            json_object_set_new(copy, "chat_template_kwargs", k2)) {
+            json_decref(copy);
+            json_decref(nm);
+            return NULL;
+        }
     }
     json_array_foreach(msgs, i, m) {
         const char *r = json_string_value(json_object_get(m, "role"));
@@ -396,6 +412,10 @@ int srv_req_chat(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err) {
     if ((v = field(body, "response_format"))) {
         const char *t = json_string_value(json_object_get(v, "type"));
         if (!json_is_object(v) || !t) return srv_errf(err, 400, "response_format", "'response_format' must be {\"type\": ...}");
+        if (strcmp(t, "json_object") == 0 || strcmp(t, "json_schema") == 0)
+            return srv_errf(err, 400, "response_format",
+                            "response_format \"%s\" needs constrained decoding, which lilac does not implement yet "
+                            "(only \"text\" is supported)", t);
         if (strcmp(t, "text") != 0)
             return srv_errf(err, 400, "response_format", "response_format \"%s\" is not supported (only \"text\")", t);
     }
@@ -432,10 +452,16 @@ int srv_req_chat(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err) {
     lilac_error e = {0};
     char where[64];
     if (lilac_chat_check_text_only(body, where, sizeof where, &e)) return srv_errf(err, 400, where, "%s", e.msg);
+    /* thinking_budget (Qwen's API name; /v1/messages maps budget_tokens to
+     * it): omitted = the server's --reasoning-budget; 0 = thinking off */
+    long long budget = srv->o.reasoning_budget;
+    if (get_int(body, "thinking_budget", 0, INT_MAX, &budget, err) < 0) return err->status;
+    if (budget > 0 && srv->think_close < 0)
+        return srv_errf(err, 400, "thinking_budget", "'thinking_budget' needs a </think> token, which this tokenizer lacks");
     json_t *parse_tools = NULL;
     if (tool_choice(body, tools, &parse_tools, err)) return err->status;
 
-    json_t *rq = renderable(body);
+    json_t *rq = renderable(body, budget == 0);
     lilac_buf prompt = LILAC_BUF_INIT;
     lilac_chat_info info;
     lilac_status st = rq ? lilac_chat_render(rq, &prompt, &info, &e) : LILAC_ENOMEM;
@@ -450,12 +476,15 @@ int srv_req_chat(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err) {
     }
     /* Anchor snapshot points.  (1) The end of the system turn (system
      * message and/or tool declarations), which every conversation with the
-     * same system prompt and tools shares.  (2) Just after the final
-     * "<|im_start|>assistant\n", the part of the generation prompt that later
-     * turns re-render the same way even when they drop this turn's
-     * reasoning; only after a user message: in a tool-calling loop (after a
-     * tool message) the end of the previous prompt already prefixes this one. */
-    size_t bs[2];
+     * same system prompt and tools shares.  (2) The start of the final user
+     * message: what a client that edits or regenerates its last message
+     * sends again (the history before it renders the same).  (3) Just after
+     * the final "<|im_start|>assistant\n", the part of the generation prompt
+     * that later turns re-render the same way even when they drop this
+     * turn's reasoning.  (2) and (3) only after a user message: in a
+     * tool-calling loop (after a tool message) the end of the previous
+     * prompt already prefixes this one. */
+    size_t bs[3];
     int nb = 0;
     json_t *msgs = json_object_get(body, "messages");
     size_t nm = json_array_size(msgs);
@@ -465,12 +494,22 @@ int srv_req_chat(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err) {
     if (info.n_messages == nm && has_system && nm > 1) bs[nb++] = info.message_offset[1];
     else if (info.n_messages == nm && !has_system && tools && json_array_size(tools) > 0) bs[nb++] = info.message_offset[0];
     size_t gl = strlen(GEN_PROMPT);
-    if (info.add_generation_prompt && last_role && strcmp(last_role, "user") == 0 &&
+    int last_user = last_role && strcmp(last_role, "user") == 0;
+    if (last_user && info.n_messages == nm && nm > 1 && info.message_offset[nm - 1] > (nb ? bs[nb - 1] : 0))
+        bs[nb++] = info.message_offset[nm - 1];
+    if (info.add_generation_prompt && last_user &&
         info.generation_offset + gl <= prompt.len &&
         memcmp(prompt.data + info.generation_offset, GEN_PROMPT, gl) == 0)
         bs[nb++] = info.generation_offset + gl;
     unsigned flags = (info.thinking ? LILAC_PARSE_THINK_OPEN : 0) | (parse_tools ? LILAC_PARSE_TOOLS : 0);
     j->chat_snapshot_end = info.add_generation_prompt;
+    j->think_open = info.thinking;
+    if (budget > 0 && info.thinking) {
+        j->gen.think_budget = (int)budget;
+        j->gen.think_close = srv->think_close;
+        j->gen.think_end = srv->think_end; /* the server's, not the job's */
+        j->gen.n_think_end = srv->n_think_end;
+    }
     lilac_chat_info_free(&info);
     int r = prompt.oom ? srv_errf(err, 500, NULL, "out of memory") : tokenize_prompt(srv, prompt.data, prompt.len, bs, nb, j, err);
     lilac_buf_free(&prompt);

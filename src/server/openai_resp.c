@@ -38,8 +38,12 @@ char *srv_resp_error(const srv_err *e) {
 }
 
 static json_t *usage(const srv_job *j) {
-    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", j->n_prompt, "completion_tokens", j->n_gen,
-                     "total_tokens", j->n_prompt + j->n_gen, "prompt_tokens_details", "cached_tokens", j->cached);
+    json_t *u = json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", j->n_prompt, "completion_tokens", j->n_gen,
+                          "total_tokens", j->n_prompt + j->n_gen, "prompt_tokens_details", "cached_tokens", j->cached);
+    /* the tokens before </think> (not the closing sequence a budget forced) */
+    if (u && j->kind == SRV_CHAT)
+        json_object_set_new(u, "completion_tokens_details", json_pack("{s:i}", "reasoning_tokens", j->reasoning_tokens));
+    return u;
 }
 
 const char *srv_finish_reason(const srv_job *j) {
@@ -273,15 +277,21 @@ char *srv_resp_health(srv_ctx *srv) {
     pthread_mutex_lock(&srv->stats_mu);
     srv_stats st = srv->stats;
     pthread_mutex_unlock(&srv->stats_mu);
+    /* cache: cached_tokens and reused_tokens are the same count (the older
+     * name kept); evictions = snapshots the LRU replaced to make room,
+     * superseded = ones a longer prompt end of the same conversation dropped */
     json_t *o = json_pack(
-        "{s:s, s:s, s:{s:i, s:i, s:b}, s:{s:I, s:I, s:I, s:I, s:I}, s:{s:i, s:I, s:I, s:I, s:I, s:I}}", "status",
-        atomic_load(&srv->stopping) ? "stopping" : "ok", "model", srv->model_name, "queue", "capacity", srv->o.queue,
-        "waiting", srv_queue_waiting(srv->q), "running", srv_queue_busy(srv->q), "requests", "total",
+        "{s:s, s:s, s:{s:i, s:i, s:b}, s:{s:I, s:I, s:I, s:I, s:I}, "
+        "s:{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+        "status", atomic_load(&srv->stopping) ? "stopping" : "ok", "model", srv->model_name, "queue", "capacity",
+        srv->o.queue, "waiting", srv_queue_waiting(srv->q), "running", srv_queue_busy(srv->q), "requests", "total",
         (json_int_t)st.requests, "completed", (json_int_t)st.completed, "cancelled", (json_int_t)st.cancelled,
         "rejected_busy", (json_int_t)st.rejected_busy, "errors", (json_int_t)st.errors, "cache", "slots",
         srv->o.slots, "lookups", (json_int_t)st.cache_lookups, "hits", (json_int_t)st.cache_hits, "prompt_tokens",
-        (json_int_t)st.prompt_tokens, "cached_tokens", (json_int_t)st.cached_tokens, "generated_tokens",
-        (json_int_t)st.generated_tokens);
+        (json_int_t)st.prompt_tokens, "cached_tokens", (json_int_t)st.cached_tokens, "reused_tokens",
+        (json_int_t)st.cached_tokens, "generated_tokens", (json_int_t)st.generated_tokens, "reasoning_tokens",
+        (json_int_t)st.reasoning_tokens, "snapshots", (json_int_t)st.cache_snapshots, "evictions",
+        (json_int_t)st.cache_evictions, "superseded", (json_int_t)st.cache_superseded);
     char *s = o ? json_dumps(o, JFLAGS) : NULL;
     json_decref(o);
     return s;

@@ -25,6 +25,7 @@ static lilac_delta_fn delta_fn(const srv_job *j) { return j->stream || j->api ==
 
 int srv_output_begin(srv_job *j) {
     lilac_tok_stream_init(&j->ts, j->srv->tok, LILAC_TOK_SKIP_SPECIAL);
+    j->in_think = j->think_open;
     if (j->logprobs) {
         if (!(j->lp_all = json_array())) return -1;
         if (j->stream && !(j->lp_pend = json_array())) return -1;
@@ -75,6 +76,10 @@ int srv_output_token(void *ctx, const lilac_token_info *t) {
     else srv_metrics_token_gap(j->srv->metrics, now - j->t_token);
     j->t_token = now;
     j->last_id = t->id;
+    if (j->in_think) { /* usage: completion_tokens_details.reasoning_tokens */
+        if (t->id == j->srv->think_close) j->in_think = 0;
+        else if (!t->forced) j->reasoning_tokens++;
+    }
     if (j->logprobs) srv_resp_logprob(j, t, j->text.len + j->hold.len);
     lilac_buf_clear(&j->piece);
     lilac_error e = {0};

@@ -19,8 +19,14 @@
  * of a generation supersedes nothing: the end of its own prompt stays, since
  * the next turn may re-render the generated text differently.
  *
+ * Counters: evictions (a live snapshot replaced because every slot was
+ * taken) and supersessions (the drops above), for /health and /metrics.
+ *
  * Recency: storing (or storing an equal snapshot again) and restoring make a
- * slot the most recently used; find only looks.  NULL arguments find nothing
+ * slot the most recently used; find only looks.  A request that reuses a
+ * longer prefix also uses the anchors inside it (touch_anchors): the system
+ * turn every conversation starts with must not age out while conversations
+ * keep starting from their own later snapshots.  NULL arguments find nothing
  * or fail with LILAC_EINVAL. */
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +44,8 @@ struct srv_pcache {
     int ctx, n;
     slot *slots;
     unsigned long long clock;
+    long evictions;  /* live snapshots replaced by the LRU to make room */
+    long superseded; /* non-anchor snapshots dropped by a prompt end that extends them */
 };
 
 lilac_status srv_pcache_new(lilac_engine *g, int slots, int ctx, srv_pcache **out, lilac_error *e) {
@@ -97,7 +105,7 @@ lilac_status srv_pcache_store(srv_pcache *c, const lilac_session *src, srv_snap 
         int m = lilac_session_len(sl->s);
         if (m > n || memcmp(lilac_session_tokens(sl->s), t, (size_t)m * sizeof(int32_t)) != 0) continue;
         if (m == n) same = i; /* already there; the drops still apply to the other slots */
-        else if (!sl->anchor && kind == SRV_SNAP_PROMPT) sl->used = 0; /* superseded */
+        else if (!sl->anchor && kind == SRV_SNAP_PROMPT) sl->used = 0, c->superseded++;
     }
     if (same >= 0) {
         c->slots[same].used = ++c->clock;
@@ -108,6 +116,7 @@ lilac_status srv_pcache_store(srv_pcache *c, const lilac_session *src, srv_snap 
     for (int i = 1; i < c->n; i++)
         if (c->slots[i].used < c->slots[victim].used) victim = i;
     slot *v = &c->slots[victim];
+    if (v->used) c->evictions++;
     if (!v->s) {
         lilac_status st = lilac_session_new(c->g, c->ctx, &v->s, e);
         if (st) return st;
@@ -118,6 +127,20 @@ lilac_status srv_pcache_store(srv_pcache *c, const lilac_session *src, srv_snap 
     v->used = ++c->clock;
     v->anchor = anchor;
     return LILAC_OK;
+}
+
+void srv_pcache_touch_anchors(srv_pcache *c, const int32_t *ids, int n) {
+    for (int i = 0; c && ids && i < c->n; i++) {
+        slot *sl = &c->slots[i];
+        if (!sl->used || !sl->anchor) continue;
+        int m = lilac_session_len(sl->s);
+        if (m <= n && memcmp(lilac_session_tokens(sl->s), ids, (size_t)m * sizeof *ids) == 0) sl->used = ++c->clock;
+    }
+}
+
+void srv_pcache_counts(const srv_pcache *c, long *evictions, long *superseded) {
+    *evictions = c ? c->evictions : 0;
+    *superseded = c ? c->superseded : 0;
 }
 
 int srv_pcache_used(const srv_pcache *c) {

@@ -85,6 +85,17 @@ static int setup_tokens(srv_ctx *srv, char *msg, size_t cap) {
     }
     for (size_t i = 0; i < nl.len && i < 4; i++) srv->nl_ids[srv->n_nl++] = nl.v[i];
     lilac_ids_free(&nl);
+    srv->think_close = lilac_tokenizer_id(t, "</think>");
+    static const char close_seq[] = "\n</think>\n\n";
+    lilac_ids ce = LILAC_IDS_INIT;
+    if (srv->think_close >= 0 && lilac_tokenizer_encode(t, close_seq, sizeof close_seq - 1, 0, &ce, &e)) {
+        snprintf(msg, cap, "tokenizer: %s", e.msg);
+        return -1;
+    }
+    if (ce.len > 0 && ce.len <= LILAC_MAX_THINK_END)
+        for (size_t i = 0; i < ce.len; i++) srv->think_end[srv->n_think_end++] = ce.v[i];
+    lilac_ids_free(&ce);
+    if (!srv->n_think_end) srv->think_close = -1;
     int32_t n = lilac_tokenizer_n_ids(t);
     for (int32_t id = 0; id < n; id++) {
         size_t len = 0;

@@ -52,6 +52,7 @@ typedef struct {
     int metrics_open;        /* GET /metrics without the API key */
     const char *cors;        /* comma-separated origins browsers may call from (NULL: none) */
     int cors_any;            /* any origin (Access-Control-Allow-Origin: *) */
+    int reasoning_budget;    /* default thinking budget in tokens; -1: none (0 = thinking off) */
 } srv_opts;
 
 /* Defaults for omitted sampling fields (generation_config.json, else OpenAI's). */
@@ -67,7 +68,10 @@ typedef struct srv_metrics srv_metrics;
 typedef struct {
     long requests, completed, cancelled, rejected_busy, errors;
     long cache_lookups, cache_hits;
-    long prompt_tokens, cached_tokens, generated_tokens;
+    long prompt_tokens, cached_tokens, generated_tokens, reasoning_tokens;
+    long cache_evictions;   /* snapshots pushed out of the LRU to make room */
+    long cache_superseded;  /* snapshots dropped because a longer prompt end extends them */
+    long cache_snapshots;   /* snapshots held now */
 } srv_stats;
 
 typedef struct {
@@ -83,6 +87,13 @@ typedef struct {
     int32_t im_end;    /* id of <|im_end|>, or -1 */
     int32_t nl_ids[4]; /* the ids of "\n" (the template writes it after <|im_end|>) */
     int n_nl;
+    /* The reasoning budget's tokens: </think> (-1 when the tokenizer lacks
+     * it: budgets are then refused) and the closing sequence the engine
+     * feeds, "\n</think>\n\n" (how the model and the template close a think
+     * block). */
+    int32_t think_close;
+    int32_t think_end[LILAC_MAX_THINK_END];
+    int n_think_end;
     /* added tokens (content, length), for safe tokenization split points */
     char **added;
     size_t *added_len;
@@ -114,7 +125,7 @@ typedef enum { SRV_CHAT, SRV_COMPLETION } srv_kind;
  * chat.completion or Anthropic's message (anthropic_req.c/_resp.c). */
 typedef enum { SRV_API_OPENAI, SRV_API_ANTHROPIC } srv_api;
 
-#define SRV_MAX_SPLIT 2
+#define SRV_MAX_SPLIT 3
 
 typedef struct srv_job srv_job;
 struct srv_job {
@@ -138,6 +149,7 @@ struct srv_job {
     size_t stop_max; /* longest stop string */
     lilac_parser *parser; /* chat only */
     int chat_snapshot_end; /* feed <|im_end|>\n after a turn that ended with <|im_end|> */
+    int think_open;    /* the prompt ends inside an open think block (chat) */
 
     /* --- the engine thread's, until done --- */
     lilac_tok_stream ts;
@@ -147,6 +159,8 @@ struct srv_job {
     json_t *lp_all;    /* logprob entries of every token (chat: content[] items) */
     json_t *lp_pend;   /* streaming: entries not yet sent in a chunk */
     int n_gen, cached;
+    int in_think;         /* the output is still inside the think block */
+    int reasoning_tokens; /* generated before </think>, forced tokens not counted */
     lilac_finish why;
     int stop_hit;      /* a stop string ended it */
     int stop_which;    /* which one: an index into stop[], -1 */
@@ -223,6 +237,10 @@ typedef enum {
 lilac_status srv_pcache_store(srv_pcache *c, const lilac_session *src, srv_snap kind, lilac_error *e);
 /* Slots holding a snapshot. */
 int srv_pcache_used(const srv_pcache *c);
+/* Makes the anchors whose whole sequence prefixes ids[0..n) the most recently used. */
+void srv_pcache_touch_anchors(srv_pcache *c, const int32_t *ids, int n);
+/* Snapshots replaced by the LRU to make room, and dropped as superseded, so far. */
+void srv_pcache_counts(const srv_pcache *c, long *evictions, long *superseded);
 
 /* ------------------------------------------------------------ engine thread */
 

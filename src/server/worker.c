@@ -56,6 +56,13 @@ static void snapshot(srv_worker *w, srv_snap kind) {
     if (srv_pcache_store(w->pc, w->cur, kind, &e)) fprintf(stderr, "lilac serve: prefix cache: %s\n", e.msg);
     int used = srv_pcache_used(w->pc);
     srv_metrics_snapshots(w->srv->metrics, used, (size_t)used * w->snap_bytes);
+    long ev, sup;
+    srv_pcache_counts(w->pc, &ev, &sup);
+    pthread_mutex_lock(&w->srv->stats_mu);
+    w->srv->stats.cache_evictions = ev;
+    w->srv->stats.cache_superseded = sup;
+    w->srv->stats.cache_snapshots = used;
+    pthread_mutex_unlock(&w->srv->stats_mu);
 }
 
 /* Picks the state to start from; returns the number of prompt tokens reused. */
@@ -90,6 +97,7 @@ static void run(srv_worker *w, srv_job *j) {
 
     int start = reuse(w, j, &e);
     j->cached = start;
+    if (slots > 0) srv_pcache_touch_anchors(w->pc, j->prompt, start); /* the anchors inside the reused prefix were used too */
     if (j->api == SRV_API_ANTHROPIC && j->stream) srv_anth_stream_start(j); /* message_start carries the cached count */
     for (int k = 0; slots > 0 && !st && k < j->n_split; k++) {
         if (j->split[k] <= start || j->split[k] >= n) continue;
@@ -136,6 +144,7 @@ static void run(srv_worker *w, srv_job *j) {
     srv->stats.prompt_tokens += n;
     srv->stats.cached_tokens += j->cached;
     srv->stats.generated_tokens += n_out;
+    srv->stats.reasoning_tokens += j->reasoning_tokens;
     if (cut) srv->stats.cancelled++;
     else if (st) srv->stats.errors++;
     else srv->stats.completed++;

@@ -201,8 +201,13 @@ static void test_lru_eviction(void) {
     store(c, B, N_(B), SRV_SNAP_GEN);
     store(c, C, N_(C), SRV_SNAP_GEN);
     CHECK(peek(c, A, 3) == 3 && peek(c, B, 3) == 3 && peek(c, C, 3) == 3, "three fit");
+    long ev = -1, sup = -1;
+    srv_pcache_counts(c, &ev, &sup);
+    CHECK(ev == 0 && sup == 0, "no evictions while slots are free (%ld, %ld)", ev, sup);
     store(c, D, N_(D), SRV_SNAP_GEN); /* full: A is the oldest */
     CHECK(peek(c, A, 3) == -1, "A (least recently used) was evicted");
+    srv_pcache_counts(c, &ev, &sup);
+    CHECK(ev == 1 && sup == 0, "one eviction counted (%ld, %ld)", ev, sup);
     CHECK(peek(c, B, 3) == 3 && peek(c, C, 3) == 3 && peek(c, D, 3) == 3, "B, C, D stay");
 
     /* restore refreshes: B becomes the newest, so C goes next */
@@ -227,6 +232,8 @@ static void test_lru_eviction(void) {
     store(c, G, N_(G), SRV_SNAP_GEN);
     CHECK(peek(c, E, 2) == -1, "E evicted: B was refreshed by the equal store");
     CHECK(peek(c, B, 3) == 3 && peek(c, F, 2) == 2 && peek(c, G, 2) == 2, "B, F, G stay");
+    srv_pcache_counts(c, &ev, &sup);
+    CHECK(ev == 4 && sup == 0, "D..G evicted one each, the equal store none (%ld, %ld)", ev, sup);
     srv_pcache_free(c);
 }
 
@@ -250,6 +257,11 @@ static void test_prompt_supersedes(void) {
     CHECK(peek(c, A, 3) == -1, "A evicted by the generation end");
     store(c, p9, 9, SRV_SNAP_PROMPT); /* drops p6 and g8 (both non-anchor), keeps the anchor */
     CHECK(peek(c, q, 10) == 9 && peek(c, g8, 8) == 2 && peek(c, p6, 6) == 2, "p9 superseded p6 and g8");
+    long ev = -1, sup = -1;
+    srv_pcache_counts(c, &ev, &sup);
+    CHECK(ev == 1 && sup == 3, "A evicted; p4, p6, g8 superseded (%ld, %ld)", ev, sup);
+    srv_pcache_counts(NULL, &ev, &sup);
+    CHECK(ev == 0 && sup == 0, "a NULL cache counts nothing");
 
     /* an equal anchor store marks an existing prompt end as an anchor */
     srv_pcache *d = cache_of(3);
@@ -283,6 +295,28 @@ static void test_equal_prompt_drops_in_any_order(void) {
         CHECK(peek(c, q, 3) == -1, "order %d: p2 (extended by the prompt end p3) was dropped", order);
         srv_pcache_free(c);
     }
+}
+
+/* Reusing a longer prefix refreshes the anchors inside it (the system turn
+ * stays while a conversation restores its own later snapshots); other
+ * snapshots and anchors that are not prefixes keep their age. */
+static void test_touch_anchors(void) {
+    const int32_t sys[] = {1, 2}, other[] = {5, 6}, q[] = {1, 2, 3, 4, 5};
+    srv_pcache *c = cache_of(3);
+    REQUIRE(c, "no cache");
+    store(c, sys, 2, SRV_SNAP_ANCHOR);
+    store(c, other, 2, SRV_SNAP_ANCHOR);
+    store(c, q, 4, SRV_SNAP_GEN);
+    srv_pcache_touch_anchors(c, q, 4); /* sys is a prefix of q[0..4): refreshed; other is not */
+    store(c, A, N_(A), SRV_SNAP_GEN);  /* evicts the least recent: other */
+    CHECK(peek(c, sys, 2) == 2, "the touched anchor stays");
+    CHECK(peek(c, other, 2) == -1, "the untouched anchor was evicted");
+    srv_pcache_touch_anchors(c, q, 1); /* too short to hold sys: nothing */
+    store(c, B, N_(B), SRV_SNAP_GEN);  /* the least recent is now q[0..4) (stored before the touch), not sys */
+    CHECK(peek(c, sys, 2) == 2 && peek(c, q, 5) == 2, "q[0..4) evicted, sys stays");
+    srv_pcache_touch_anchors(NULL, q, 4);
+    srv_pcache_touch_anchors(c, NULL, 4);
+    srv_pcache_free(c);
 }
 
 static void test_bad_inputs(void) {
@@ -356,6 +390,7 @@ int main(int argc, char **argv) {
     RUN(test_lru_eviction);
     RUN(test_prompt_supersedes);
     RUN(test_equal_prompt_drops_in_any_order);
+    RUN(test_touch_anchors);
     RUN(test_bad_inputs);
     lilac_engine_close(eng);
     return check_done("prefix_cache");

@@ -172,6 +172,18 @@ lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_par
                 if (prompt[i] >= 0 && prompt[i] < V) b->host_seen[prompt[i]] = 1;
         }
         LC_CHECK(lc_sampler_begin(&b->samp, &sprm, rep_on ? b->host_seen : NULL, b->st));
+        if (p->n_prior_gen > 0 && (sp->frequency_penalty != 0 || sp->presence_penalty != 0)) {
+            /* a resumed answer (after the reasoning budget's closing
+             * sequence): its earlier tokens count for the penalties */
+            int32_t *cnt = calloc((size_t)V, sizeof *cnt);
+            if (!cnt) return lilac_fail(e, LILAC_ENOMEM, "penalty counts of %d tokens", V);
+            for (int i = n_prompt - p->n_prior_gen; i < n_prompt; i++)
+                if (i >= 0 && prompt[i] >= 0 && prompt[i] < V) cnt[prompt[i]]++;
+            cudaError_t err = cudaMemcpyAsync(b->samp.counts, cnt, (size_t)V * sizeof *cnt, cudaMemcpyHostToDevice, b->st);
+            if (!err) err = cudaStreamSynchronize(b->st); /* before cnt is freed */
+            free(cnt);
+            if (err) return lilac_fail(e, LILAC_EBACKEND, "CUDA: penalty counts upload failed: %s", cudaGetErrorString(err));
+        }
         /* token 0 from the prompt's logits (the prompt is already fed) */
         LC_CHECK(lc_sample(b->logits, &b->samp, lp, s->out, b->stop_ids, n_stop, 0, s->ctrl, b->st));
     } else {
