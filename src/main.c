@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "util/version.h"
 #include "backend/backend.h"
 #include "lilac.h"
 
@@ -41,7 +42,7 @@ static void usage(FILE *f) {
 }
 
 static void version(void) {
-    printf("lilac %s\n", LILAC_VERSION);
+    printf("lilac %s (commit %s)\n", LILAC_VERSION, lilac_commit);
     char gpu[512];
     lilac_backend_describe_gpu(gpu, sizeof gpu);
     printf("backends: %s\n", lilac_backends_compiled());
