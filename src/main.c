@@ -19,6 +19,7 @@ static const cli_command commands[] = {
     {"generate", "greedy continuation of token ids", cmd_generate},
     {"bench", "benchmarks (tokenizer, decode speed)", cmd_bench},
     {"synth", "write a random model of the real shapes (for backend comparisons)", cmd_synth},
+    {"export-gguf", "write a model directory as a llama.cpp GGUF (qwen35moe)", cmd_export_gguf},
     {"tokenize", "print the token ids of a text (JSON array)", cmd_tokenize},
     {"detokenize", "print the text of token ids", cmd_detokenize},
     {"render", "print the prompt the chat template makes of a chat-completions request", cmd_render},
