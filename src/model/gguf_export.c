@@ -275,7 +275,7 @@ lilac_status lilac_gguf_export(const char *dir, const char *out, const lilac_ggu
     lilac_gguf_kv_u32(w, KEY("attention.head_count_kv"), (uint32_t)cf->n_kv_heads);
     lilac_gguf_kv_u32(w, KEY("attention.key_length"), (uint32_t)cf->head_dim);
     lilac_gguf_kv_u32(w, KEY("attention.value_length"), (uint32_t)cf->head_dim);
-    lilac_gguf_kv_f32(w, KEY("attention.layer_norm_rms_eps"), cf->rms_eps);
+    lilac_gguf_kv_f32(w, KEY("attention.layer_norm_rms_epsilon"), cf->rms_eps);
     lilac_gguf_kv_f32(w, KEY("rope.freq_base"), (float)cf->rope_theta);
     lilac_gguf_kv_u32(w, KEY("rope.dimension_count"), (uint32_t)cf->rotary_dim);
     int32_t sec[4];
