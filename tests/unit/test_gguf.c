@@ -59,10 +59,12 @@ static void test_roundtrip(void) {
     CHECK(lilac_gguf_write(w, path, NULL, NULL, &e) == LILAC_OK, "%s", e.msg);
     lilac_gguf_writer_free(w);
     lilac_mapping m = {0};
-    REQUIRE(lilac_map_file(path, &m, &e) == LILAC_OK, "%s", e.msg);
+    lilac_status st1 = lilac_map_file(path, &m, &e);
+    REQUIRE(st1 == LILAC_OK, "%s", e.msg);
     CHECK(memcmp(m.data, "GGUF", 4) == 0 && m.data[4] == 3 && m.data[5] == 0, "magic and version 3");
     lilac_gguf g;
-    REQUIRE(lilac_gguf_parse(m.data, m.size, path, &g, &e) == LILAC_OK, "%s", e.msg);
+    lilac_status st2 = lilac_gguf_parse(m.data, m.size, path, &g, &e);
+    REQUIRE(st2 == LILAC_OK, "%s", e.msg);
     CHECK(g.version == 3 && g.n_kv == 8 && g.n_tensors == 3, "v%u, %d kv, %d tensors", g.version, g.n_kv, g.n_tensors);
     CHECK(strcmp(g.kv[0].key, "general.architecture") == 0, "key order kept");
     const lilac_gguf_kv *kv = lilac_gguf_find_kv(&g, "general.architecture");
@@ -236,8 +238,10 @@ static void test_export_tiny(void) {
     lilac_error e = {0};
     lilac_gguf_export_opts oq = {.f32 = 0}, of = {.f32 = 1};
     lilac_gguf_export_report rq, rf;
-    REQUIRE(lilac_gguf_export("tests/fixtures/tiny", pq, &oq, &rq, &e) == LILAC_OK, "%s", e.msg);
-    REQUIRE(lilac_gguf_export("tests/fixtures/tiny", pf, &of, &rf, &e) == LILAC_OK, "%s", e.msg);
+    lilac_status st3 = lilac_gguf_export("tests/fixtures/tiny", pq, &oq, &rq, &e);
+    REQUIRE(st3 == LILAC_OK, "%s", e.msg);
+    lilac_status st4 = lilac_gguf_export("tests/fixtures/tiny", pf, &of, &rf, &e);
+    REQUIRE(st4 == LILAC_OK, "%s", e.msg);
     CHECK(rf.file_type == 0 && rf.n_f32 == rf.n_tensors && rf.n_tensors == 149, "F32: %d of %d", rf.n_f32, rf.n_tensors);
     /* the tiny fixture was quantised from real bf16 weights: its biases are not -8 s */
     CHECK(rq.file_type == 3 && rq.n_q4_1 == 88 && rq.n_q4_0 == 0 && rq.q4_1_inexact_groups == 0, "Q4: %d Q4_1, %d Q4_0, %lld inexact",
@@ -308,7 +312,8 @@ static void test_export_tiny(void) {
 
     /* values against the model: the value-head reorder, -exp(A_log), norms as stored */
     lilac_model m;
-    REQUIRE(lilac_model_load("tests/fixtures/tiny", &m, &e) == LILAC_OK, "%s", e.msg);
+    lilac_status st5 = lilac_model_load("tests/fixtures/tiny", &m, &e);
+    REQUIRE(st5 == LILAC_OK, "%s", e.msg);
     const lilac_layer *L = &m.layers[0];
     const int Hk = 4, Hv = 8, dv = 32, rr = 2, kd = 2 * 4 * 32;
     int64_t n;
@@ -388,11 +393,14 @@ static void test_export_gguf_exact(void) {
     path_in(pq, sizeof pq, "exact-q4.gguf");
     path_in(pf, sizeof pf, "exact-f32.gguf");
     lilac_error e = {0};
-    REQUIRE(lilac_synth_write_ex("tests/fixtures/tiny", 0, dir, 3, 1, NULL, NULL, &e) == LILAC_OK, "%s", e.msg);
+    lilac_status st6 = lilac_synth_write_ex("tests/fixtures/tiny", 0, dir, 3, 1, NULL, NULL, &e);
+    REQUIRE(st6 == LILAC_OK, "%s", e.msg);
     lilac_gguf_export_opts oq = {.f32 = 0}, of = {.f32 = 1};
     lilac_gguf_export_report rq, rf;
-    REQUIRE(lilac_gguf_export(dir, pq, &oq, &rq, &e) == LILAC_OK, "%s", e.msg);
-    REQUIRE(lilac_gguf_export(dir, pf, &of, &rf, &e) == LILAC_OK, "%s", e.msg);
+    lilac_status st7 = lilac_gguf_export(dir, pq, &oq, &rq, &e);
+    REQUIRE(st7 == LILAC_OK, "%s", e.msg);
+    lilac_status st8 = lilac_gguf_export(dir, pf, &of, &rf, &e);
+    REQUIRE(st8 == LILAC_OK, "%s", e.msg);
     CHECK(rq.file_type == 2 && rq.n_q4_0 == 88 && rq.n_q4_1 == 0, "--gguf-exact: %d Q4_0, %d Q4_1", rq.n_q4_0, rq.n_q4_1);
     opened q, f;
     open_gguf(pq, &q);

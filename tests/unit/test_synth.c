@@ -45,8 +45,10 @@ static int fp16_exact(float f) {
 static void test_gguf_exact_biases(void) {
     lilac_tensors ex = {0}, pl = {0};
     lilac_error e = {0};
-    REQUIRE(lilac_st_open_dir(dir_exact, &ex, &e) == LILAC_OK, "%s", e.msg);
-    REQUIRE(lilac_st_open_dir(dir_plain, &pl, &e) == LILAC_OK, "%s", e.msg);
+    lilac_status st1 = lilac_st_open_dir(dir_exact, &ex, &e);
+    REQUIRE(st1 == LILAC_OK, "%s", e.msg);
+    lilac_status st2 = lilac_st_open_dir(dir_plain, &pl, &e);
+    REQUIRE(st2 == LILAC_OK, "%s", e.msg);
     int n4 = 0, n8 = 0;
     long groups = 0, bad = 0, plain_exact = 0, not16 = 0;
     for (int i = 0; i < ex.n; i++) {
@@ -98,7 +100,8 @@ static void test_gguf_exact_loads(void) {
     lilac_engine *g = NULL;
     lilac_session *s = NULL;
     lilac_error e = {0};
-    REQUIRE(lilac_engine_open(&o, &g, &e) == LILAC_OK, "%s", e.msg);
+    lilac_status st3 = lilac_engine_open(&o, &g, &e);
+    REQUIRE(st3 == LILAC_OK, "%s", e.msg);
     lilac_engine_info info;
     lilac_engine_get_info(g, &info);
     CHECK(strcmp(info.layout, "mlx") == 0 && info.n_layers == 8, "%s, %d layers", info.layout, info.n_layers);
