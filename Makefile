@@ -48,6 +48,8 @@ OBJ      := $(SRC:%.c=$(BUILD)/%.o)
 # The web chat page, embedded in the binary (tools/embed.sh writes it as C).
 WEB_PAGE := src/server/web/chat.html
 OBJ      += $(BUILD)/gen/web_page.o
+# The commit of the build (tools/commit.sh; rewritten only when it changes).
+OBJ      += $(BUILD)/gen/commit.o
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
@@ -72,7 +74,7 @@ FLAGS_STAMP := $(BUILD)/.flags
 FLAGS_NOW   := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(CUDA)
 $(shell mkdir -p $(BUILD) && { [ -f $(FLAGS_STAMP) ] && [ "$$(cat $(FLAGS_STAMP))" = '$(FLAGS_NOW)' ] || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
 
-.PHONY: all deps test test-run test-asan test-gpu fuzz fuzz-run run clean
+.PHONY: FORCE all deps test test-run test-asan test-gpu fuzz fuzz-run run clean
 
 all: lilac
 
@@ -100,6 +102,15 @@ $(BUILD)/gen/web_page.c: $(WEB_PAGE) tools/embed.sh
 
 $(BUILD)/gen/web_page.o: $(BUILD)/gen/web_page.c $(FLAGS_STAMP)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/gen/commit.c: FORCE
+	@mkdir -p $(dir $@)
+	@sh tools/commit.sh > $@.tmp && { cmp -s $@.tmp $@ || mv $@.tmp $@; }; rm -f $@.tmp
+
+$(BUILD)/gen/commit.o: $(BUILD)/gen/commit.c $(FLAGS_STAMP)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+FORCE:
 
 $(BUILD)/liblilac.a: $(OBJ)
 	@rm -f $@

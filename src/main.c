@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "util/version.h"
 #include "backend/backend.h"
 #include "lilac.h"
 #include "util/threadpool.h"
@@ -19,6 +20,7 @@ static const cli_command commands[] = {
     {"generate", "continue token ids, a text prompt or a chat message (greedy, or sampled)", cmd_generate},
     {"bench", "benchmarks (tokenizer, decode speed)", cmd_bench},
     {"synth", "write a random model of the real shapes (for backend comparisons)", cmd_synth},
+    {"export-gguf", "write a model directory as a llama.cpp GGUF (qwen35moe)", cmd_export_gguf},
     {"tokenize", "print the token ids of a text (JSON array)", cmd_tokenize},
     {"detokenize", "print the text of token ids", cmd_detokenize},
     {"render", "print the prompt the chat template makes of a chat-completions request", cmd_render},
@@ -43,7 +45,7 @@ static void usage(FILE *f) {
 }
 
 static void version(void) {
-    printf("lilac %s\n", LILAC_VERSION);
+    printf("lilac %s (commit %s)\n", LILAC_VERSION, lilac_commit);
     char gpu[512];
     lilac_backend_describe_gpu(gpu, sizeof gpu);
     printf("backends: %s\n", lilac_backends_compiled());

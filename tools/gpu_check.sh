@@ -31,7 +31,7 @@ for s in $steps; do
         # per-kernel times of decode-graph kernels (after the synthetic fills and the first forward)
         ncu --clock-control none --graph-profiling node --launch-skip ${NCU_SKIP:-1700} --launch-count ${NCU_COUNT:-60} --csv \
             --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,launch__registers_per_thread,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active \
-            $B/lilac bench --synthetic --ctx 4096 -n 8 --warmup 0 --no-profile > "$OUT/ncu.csv" 2>&1
+            $B/lilac bench --synthetic --ctx 4096 -n 8 --warmup 0 --repeats 1 --no-prefill --no-profile > "$OUT/ncu.csv" 2>&1
         echo "ncu rc=$?"; grep -c '"' "$OUT/ncu.csv" ;;
     real)
         $B/tests/test_gpu_backend test_gpu_vs_cpu_real_width test_gpu_long_context_decode test_gpu_prefill_real_width 2>&1 | tee "$OUT/test_real.log" ;;

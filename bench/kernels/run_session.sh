@@ -71,6 +71,19 @@ for l in a:
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_chunk_test --no-timing > "$OUT/${tool}_gdn.log" 2>&1; echo "$tool gdn rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_gdn.log"
         done ;;
     chunks) for ch in 2048 8192; do timeout 120 $B/lilac bench --synthetic --prefill 4096,16384 --chunk $ch --no-decode 2>&1 | grep -v "^bench:" | tail -3; done ;;
+    gpuserve)
+        # the server, chat and Anthropic routes on the synthetic full-size model on the GPU, then a short soak
+        $B/lilac synth --out /tmp/full --quiet && python3 tools/make_synthetic_tokenizer.py tests/fixtures/tokenizer/qwen3 /tmp/full > /dev/null
+        ls /tmp/full
+        printf 'Hello\n/stats\n' | timeout 60 $B/lilac chat --model /tmp/full --no-think -n 8 > "$OUT/chat.txt" 2>&1; echo "chat rc=$?"; tail -3 "$OUT/chat.txt"
+        $B/lilac serve --model /tmp/full --port 18080 --quiet > "$OUT/serve.log" 2>&1 & SP=$!
+        for i in $(seq 1 60); do curl -s localhost:18080/health > /dev/null && break; sleep 1; done
+        curl -s localhost:18080/v1/messages -H 'content-type: application/json' -d '{"model":"x","max_tokens":8,"messages":[{"role":"user","content":"Hi"}]}' | head -c 600; echo
+        curl -s localhost:18080/v1/chat/completions -H 'content-type: application/json' -d '{"max_tokens":8,"stream":true,"messages":[{"role":"user","content":"Hi"}],"chat_template_kwargs":{"enable_thinking":false}}' | tail -c 400; echo
+        curl -s localhost:18080/metrics | grep -E "gpu_memory|prefill_tokens_per_second|decode_tokens_per_second|requests_total" | head -12
+        curl -s -o /dev/null -w "web page: %{http_code} %{size_download} bytes\n" localhost:18080/
+        kill -TERM $SP; wait $SP; echo "serve exit=$?"
+        timeout 120 python3 tools/soak.py --lilac $B/lilac --model /tmp/full --minutes ${SOAK_MIN:-1} --clients 4 --max-tokens 8 --json "$OUT/soak_gpu.json" 2>&1 | tail -15 ;;
     dec) timeout 120 $B/lilac bench --synthetic --ctx 4096 -n 256 2>&1 | tee "$OUT/bench_4k.txt" ;;
     esac
 done

@@ -18,6 +18,7 @@ int cmd_score(int argc, char **argv, const cli_globals *g);
 int cmd_generate(int argc, char **argv, const cli_globals *g);
 int cmd_bench(int argc, char **argv, const cli_globals *g);
 int cmd_synth(int argc, char **argv, const cli_globals *g);
+int cmd_export_gguf(int argc, char **argv, const cli_globals *g);
 int cmd_tokenize(int argc, char **argv, const cli_globals *g);
 int cmd_detokenize(int argc, char **argv, const cli_globals *g);
 int cmd_render(int argc, char **argv, const cli_globals *g);

@@ -3,7 +3,12 @@
  * The tensor inventory written here is the one the loader expects for the
  * MLX layout (weights.c): quantised linears as {weight U32, scales BF16,
  * biases BF16}, stacked switch_mlp experts, conv1d [C, K, 1], norms with the
- * +1 baked in, A_log F32.  Data is streamed to the file tensor by tensor. */
+ * +1 baked in, A_log F32.  Data is streamed to the file tensor by tensor.
+ *
+ * gguf_exact: every 4-bit group's bias is -8 times its (bf16-rounded) scale,
+ * exactly, so w = s*q + b = s*(q - 8) and each group of 64 is two llama.cpp
+ * Q4_0 blocks of 32 with d = s and the same codes (lilac export-gguf writes
+ * them as such).  The 8-bit router and shared-expert gate are unchanged. */
 #include "model/synth_write.h"
 
 #include <jansson.h>
@@ -79,7 +84,7 @@ static float rng_unit(uint64_t *s) { return (float)(rng_next(s) >> 40) / 1677721
 
 /* Scales and biases are drawn per group in pairs so that w = s*q + b has mean
  * about 0: b = -mid * s. */
-static int write_data(FILE *f, const entry *x, uint64_t *rng) {
+static int write_data(FILE *f, const entry *x, uint64_t *rng, int gguf_exact) {
     enum { CHUNK = 1 << 20 };
     static unsigned char buf[CHUNK];
     size_t left = x->nbytes;
@@ -102,7 +107,11 @@ static int write_data(FILE *f, const entry *x, uint64_t *rng) {
         case T_BIASES:
             for (size_t i = 0; i < n; i += 2) {
                 float s = s0 * (0.8f + 0.4f * rng_unit(&pair));
-                uint16_t h = lilac_f32_to_bf16(x->k == T_SCALES ? s : -mid * s);
+                uint16_t h;
+                if (gguf_exact && x->bits == 4)
+                    /* -8 * a bf16 value is a bf16 value: the bias is exact */
+                    h = x->k == T_SCALES ? lilac_f32_to_bf16(s) : lilac_f32_to_bf16(-8.0f * lilac_bf16_to_f32(lilac_f32_to_bf16(s)));
+                else h = lilac_f32_to_bf16(x->k == T_SCALES ? s : -mid * s);
                 memcpy(buf + i, &h, 2);
             }
             break;
@@ -212,6 +221,11 @@ lilac_status lilac_synth_write(const char *src_dir, int n_layers, const char *ou
 
 lilac_status lilac_synth_write_progress(const char *src_dir, int n_layers, const char *out_dir, uint64_t seed,
                                         lilac_progress_fn progress, void *progress_ctx, lilac_error *e) {
+    return lilac_synth_write_ex(src_dir, n_layers, out_dir, seed, 0, progress, progress_ctx, e);
+}
+
+lilac_status lilac_synth_write_ex(const char *src_dir, int n_layers, const char *out_dir, uint64_t seed, int gguf_exact,
+                                  lilac_progress_fn progress, void *progress_ctx, lilac_error *e) {
     lilac_config c;
     lilac_status st = lilac_config_load(src_dir, &c, e);
     if (st) return st;
@@ -230,7 +244,8 @@ lilac_status lilac_synth_write_progress(const char *src_dir, int n_layers, const
         (st = lilac_path_join(path, sizeof path, out_dir, "model.safetensors", e)))
         goto done;
     lilac_buf h = LILAC_BUF_INIT;
-    lilac_buf_puts(&h, "{\"__metadata__\":{\"format\":\"mlx\",\"lilac\":\"synthetic\"}");
+    lilac_buf_puts(&h, gguf_exact ? "{\"__metadata__\":{\"format\":\"mlx\",\"lilac\":\"synthetic\",\"biases\":\"-8*scale\"}"
+                              : "{\"__metadata__\":{\"format\":\"mlx\",\"lilac\":\"synthetic\"}");
     size_t off = 0;
     for (int i = 0; i < l.n; i++) {
         const entry *x = &l.v[i];
@@ -259,7 +274,7 @@ lilac_status lilac_synth_write_progress(const char *src_dir, int n_layers, const
     uint64_t rng = seed;
     uint64_t written = 0;
     for (int i = 0; ok && i < l.n; i++) {
-        ok = write_data(f, &l.v[i], &rng);
+        ok = write_data(f, &l.v[i], &rng, gguf_exact);
         written += l.v[i].nbytes;
         if (progress) progress(progress_ctx, "writing model.safetensors", written, off);
     }

@@ -20,4 +20,10 @@ lilac_status lilac_synth_write(const char *src_dir, int n_layers, const char *ou
 lilac_status lilac_synth_write_progress(const char *src_dir, int n_layers, const char *out_dir, uint64_t seed,
                                         lilac_progress_fn progress, void *progress_ctx, lilac_error *e);
 
+/* The same; gguf_exact makes every 4-bit group's bias exactly -8 x its
+ * scale (bf16), so each group of 64 is two llama.cpp Q4_0 blocks with the
+ * same codes (the 8-bit router and shared-expert gate are unchanged). */
+lilac_status lilac_synth_write_ex(const char *src_dir, int n_layers, const char *out_dir, uint64_t seed, int gguf_exact,
+                                  lilac_progress_fn progress, void *progress_ctx, lilac_error *e);
+
 #endif
