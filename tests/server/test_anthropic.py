@@ -281,7 +281,7 @@ def anthropic_errors_and_auth():
     st, _, data = T.raw(srv, "POST", "/v1/messages", body=b"{not json")
     assert st == 400 and json.loads(data)["error"]["type"] == "invalid_request_error"
     st, hd, data = T.raw(srv, "GET", "/v1/messages")
-    assert st == 405 and hd.get("allow") == "POST" and json.loads(data)["type"] == "error"
+    assert st == 405 and hd.get("allow") == "POST, OPTIONS" and json.loads(data)["type"] == "error"
     try:
         client(srv).messages.create(model="tiny", max_tokens=3, messages=[user_msg, {"role": "assistant", "content": "x"}])
         raise AssertionError("no 400")
