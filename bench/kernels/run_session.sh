@@ -20,7 +20,8 @@ for s in "$@"; do
     real1) LILAC_QGEMM_SPLIT=1 timeout 400 $B/tests/test_gpu_backend test_gpu_vs_cpu_real_width test_gpu_prefill_real_width 2>&1 | tee "$OUT/real_split1.log" ;;
     long) timeout 200 $B/tests/test_gpu_backend test_gpu_long_context_decode 2>&1 | tee -a "$OUT/real.log" ;;
     simt) LILAC_PREFILL=simt timeout 200 $B/lilac bench --synthetic --prefill 512,4096 --no-decode 2>&1 | tee "$OUT/bench_simt.txt" ;;
-    pre) timeout 300 $B/lilac bench --synthetic --prefill ${PRE:-512,4096,16384} --no-decode --json "$OUT/prefill.json" 2>&1 | tee "$OUT/bench_prefill.txt" ;;
+    pre) timeout 300 $B/lilac bench --synthetic --prefill ${PRE:-512,4096,16384} --no-decode --repeats ${REPEATS:-3} --json "$OUT/prefill.json" 2>&1 | tee "$OUT/bench_prefill.txt" ;;
+    pre128) timeout 120 $B/lilac bench --synthetic --prefill 131072 --no-decode --repeats 1 --json "$OUT/prefill128k.json" 2>&1 | tee "$OUT/bench_prefill128k.txt" ;;
     pre1) LILAC_QGEMM_SPLIT=1 timeout 300 $B/lilac bench --synthetic --prefill ${PRE:-512,4096} --no-decode 2>&1 | tee "$OUT/bench_prefill_split1.txt" ;;
     pos)
         for be in cpu cuda; do $B/lilac --backend $be score --model tests/fixtures/tiny --ids @bench/kernels/tiny72.ids --logits-out "$OUT/lg_$be.f32" > /dev/null; done
@@ -84,6 +85,6 @@ for l in a:
         curl -s -o /dev/null -w "web page: %{http_code} %{size_download} bytes\n" localhost:18080/
         kill -TERM $SP; wait $SP; echo "serve exit=$?"
         timeout 120 python3 tools/soak.py --lilac $B/lilac --model /tmp/full --minutes ${SOAK_MIN:-1} --clients 4 --max-tokens 8 --json "$OUT/soak_gpu.json" 2>&1 | tail -15 ;;
-    dec) timeout 120 $B/lilac bench --synthetic --ctx 4096 -n 256 2>&1 | tee "$OUT/bench_4k.txt" ;;
+    dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
     esac
 done
