@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "server/server.h"
@@ -82,7 +83,14 @@ struct srv_pcache {
     disk_entry *disk;
     int nd, capd;
     long saves, loads; /* files written, files loaded into slots */
+    double save_ms, load_ms; /* their wall time */
 };
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 #define SNAP_FLAG_ANCHOR 1u
 
@@ -115,8 +123,9 @@ void srv_pcache_free(srv_pcache *c) {
         save_slot(c, next);
     }
     if (c->dir)
-        fprintf(stderr, "lilac serve: prefix cache on disk: %s: %d snapshot%s (%.1f MiB); %ld written, %ld loaded\n", c->dir,
-                c->nd, c->nd == 1 ? "" : "s", c->disk_bytes / 1048576.0, c->saves, c->loads);
+        fprintf(stderr,
+                "lilac serve: prefix cache on disk: %s: %d snapshot%s (%.1f MiB); %ld written (%.1f ms), %ld loaded (%.1f ms)\n",
+                c->dir, c->nd, c->nd == 1 ? "" : "s", c->disk_bytes / 1048576.0, c->saves, c->save_ms, c->loads, c->load_ms);
     for (int i = 0; i < c->n; i++) lilac_session_free(c->slots[i].s);
     for (int i = 0; i < c->nd; i++) free(c->disk[i].tokens);
     free(c->disk);
@@ -195,7 +204,10 @@ static void save_slot(srv_pcache *c, slot *sl) {
     entry_name(t, n, name);
     path_of(c, name, path, sizeof path);
     lilac_error e = {0};
-    if (lilac_session_save_file(sl->s, path, sl->anchor ? SNAP_FLAG_ANCHOR : 0, &e)) {
+    const double t0 = now_ms();
+    lilac_status st = lilac_session_save_file(sl->s, path, sl->anchor ? SNAP_FLAG_ANCHOR : 0, &e);
+    c->save_ms += now_ms() - t0;
+    if (st) {
         fprintf(stderr, "lilac serve: warning: prefix cache: not saved: %s\n", e.msg);
         free(copy);
         return;
@@ -330,7 +342,9 @@ int srv_pcache_fetch(srv_pcache *c, const int32_t *ids, int n, int min_len, int 
         char path[4200];
         path_of(c, d->name, path, sizeof path);
         uint32_t flags = 0;
+        const double t0 = now_ms();
         lilac_status st = lilac_session_load_file(v->s, path, &flags, &e);
+        c->load_ms += now_ms() - t0;
         if (st) {
             fprintf(stderr, "lilac serve: warning: prefix cache: ignoring %s%s\n", e.msg,
                     st == LILAC_EFORMAT ? " (deleted)" : "");
