@@ -108,6 +108,67 @@ lilac_status lilac_session_feed_hidden(lilac_session *s, const int32_t *ids, int
 lilac_status lilac_session_copy(lilac_session *dst, const lilac_session *src, lilac_error *e);
 
 /* ---------------------------------------------------------------------------
+ * Snapshot files (src/engine/snapshot.c): a session's tokens, its last
+ * logits and its backend state up to its position, for the prefix cache to
+ * survive a restart.  Layout, all in the host's (little-endian) byte order:
+ *
+ *   header, LILAC_SNAP_HEADER bytes:
+ *      0  "LILACSNP"              8  u32 format version (LILAC_SNAP_VERSION)
+ *     12  u32 header bytes       16  u64 model identity (config numbers, layout,
+ *                                    tensor names/dtypes/shapes, weight file sizes)
+ *     24  char[16] backend state layout ("cpu-f32-1", "cuda-bf16-1"), NUL-padded
+ *     40  u32 tokens n           44  u32 logits (= vocab)   48  u32 has logits (0/1)
+ *     52  u32 caller's flags     56  u64 state payload bytes
+ *     64  u64 file bytes         72  24 reserved bytes, zero
+ *   tokens   i32[n]
+ *   logits   f32[vocab]  (after the last token)
+ *   state    the backend's payload (backend.h)
+ *   checksum u64 XXH64 (seed 0) of every byte before it
+ *
+ * A reader rejects, with one line naming the file and what is wrong, any
+ * snapshot whose header disagrees with this engine (magic, version, model,
+ * backend layout, sizes), whose length is not the header's, or whose
+ * checksum fails; then the session is left empty (position 0), never half
+ * loaded.  Snapshots are not portable across backends.
+ * ------------------------------------------------------------------------- */
+
+#define LILAC_SNAP_VERSION 1
+#define LILAC_SNAP_HEADER 96
+
+/* Byte streams: move n bytes to a sink or from a source; nonzero (with e
+ * filled) stops the transfer. */
+typedef lilac_status (*lilac_write_fn)(void *ctx, const void *p, size_t n, lilac_error *e);
+typedef lilac_status (*lilac_read_fn)(void *ctx, void *p, size_t n, lilac_error *e);
+
+/* What a snapshot's header says (lilac_snapshot_peek_file). */
+typedef struct {
+    int n_tokens;
+    uint32_t flags;
+    uint64_t file_bytes;
+} lilac_snap_info;
+
+/* The model identity snapshots carry. */
+uint64_t lilac_engine_model_id(const lilac_engine *g);
+/* Bytes of the snapshot file of a session holding n tokens. */
+uint64_t lilac_snapshot_bytes(const lilac_engine *g, int n);
+/* Writes s (which must hold at least one token) as a snapshot through w;
+ * flags are the caller's (returned by load). */
+lilac_status lilac_session_save(const lilac_session *s, uint32_t flags, lilac_write_fn w, void *ctx, lilac_error *e);
+/* Reads a snapshot through r into s (which it replaces); `where` names the
+ * source in errors.  On failure s is empty. */
+lilac_status lilac_session_load(lilac_session *s, lilac_read_fn r, void *ctx, const char *where, uint32_t *flags,
+                                lilac_error *e);
+/* The same on files.  save_file writes PATH.tmp, syncs it and renames it
+ * over PATH, so PATH is never a half-written snapshot. */
+lilac_status lilac_session_save_file(const lilac_session *s, const char *path, uint32_t flags, lilac_error *e);
+lilac_status lilac_session_load_file(lilac_session *s, const char *path, uint32_t *flags, lilac_error *e);
+/* Checks PATH's header and length against g and reads its tokens (*tokens
+ * malloc'd, freed by the caller), without reading the state or the checksum
+ * (load_file checks those). */
+lilac_status lilac_snapshot_peek_file(const lilac_engine *g, const char *path, lilac_snap_info *info, int32_t **tokens,
+                                      lilac_error *e);
+
+/* ---------------------------------------------------------------------------
  * Generation: sampling parameters, per-token callback, finish reasons.
  * ------------------------------------------------------------------------- */
 

@@ -53,6 +53,26 @@ typedef struct lilac_backend_ops {
     int (*state_capacity)(const lilac_state *s);
     /* dst becomes a copy of src (dst's capacity must hold src's position). */
     lilac_status (*state_copy)(lilac_backend *b, lilac_state *dst, const lilac_state *src, lilac_error *e);
+    /* Serialisation (snapshot files, src/engine/snapshot.c).  The payload is
+     * the state's contents up to its position, in the backend's own layout,
+     * named by state_format (snapshots are not portable across backends):
+     *   cpu  "cpu-f32-1":   per attention layer K then V, [pos, Hkv, hd] f32;
+     *                       per DeltaNet layer the conv window [K-1, C] f32,
+     *                       then the recurrent matrices [Hv, dk, dv] f32.
+     *   cuda "cuda-bf16-1": the control block (lc_ctrl: pos, conv_flip, ...);
+     *                       per attention layer K then V, [pos, Hkv, hd] bf16;
+     *                       per DeltaNet layer both conv buffers [2][K-1, C]
+     *                       f32, then the recurrent matrices [Hv, dk, dv] f32.
+     * KV rows past pos are never written (they are never read).  state_save
+     * hands the payload to w (lilac.h) in pieces, in order; state_payload_bytes(pos) is
+     * their total.  state_load reads exactly that many bytes through r into
+     * s, which becomes a state at pos (pos <= its capacity); on any failure s
+     * is reset to position 0.  The bytes are not validated here: the caller
+     * checks a checksum (and resets s when it fails). */
+    const char *state_format;
+    size_t (*state_payload_bytes)(const lilac_backend *b, int pos);
+    lilac_status (*state_save)(lilac_backend *b, const lilac_state *s, lilac_write_fn w, void *ctx, lilac_error *e);
+    lilac_status (*state_load)(lilac_backend *b, lilac_state *s, int pos, lilac_read_fn r, void *ctx, lilac_error *e);
     /* Bytes a state of capacity max_ctx occupies. */
     size_t (*state_bytes)(const lilac_backend *b, int max_ctx);
     /* Runs tokens ids[0..n) at positions pos..pos+n-1 (n <= max_chunk) and

@@ -11,26 +11,10 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "engine/engine_internal.h"
 #include "engine/sample.h"
 #include "lilac.h"
 #include "util/err.h"
-
-struct lilac_engine {
-    lilac_model model;
-    const lilac_backend_ops *ops;
-    lilac_backend *be;
-    int chunk;
-};
-
-struct lilac_session {
-    lilac_engine *g;
-    lilac_state *st;
-    int32_t *tokens; /* [cap] */
-    int cap;
-    float *logits;   /* [vocab] logits after the last token */
-    int have_logits;
-    lilac_sampler sampler;
-};
 
 /* The CPU backend reads the mapped checkpoint lazily, so a big model's load
  * "finishes" at once and its first tokens pay for the disk.  When the caller
@@ -89,6 +73,7 @@ lilac_status lilac_engine_open(const lilac_engine_opts *o, lilac_engine **out, l
         free(g);
         return st;
     }
+    g->model_id = lilac_model_identity(&g->model);
     *out = g;
     return LILAC_OK;
 }

@@ -45,6 +45,8 @@ typedef struct {
     int ctx;                 /* tokens per session (prompt + completion) */
     int queue;               /* waiting requests before 429 */
     int slots;               /* prefix-cache snapshots; 0 disables reuse */
+    const char *cache_dir;   /* NULL: snapshots are not kept across restarts */
+    uint64_t cache_disk;     /* bytes the cache directory may hold */
     size_t max_body;         /* bytes */
     int max_conns;           /* simultaneous HTTP connections */
     int timeout_s;           /* idle connection timeout */
@@ -241,6 +243,16 @@ int srv_pcache_used(const srv_pcache *c);
 void srv_pcache_touch_anchors(srv_pcache *c, const int32_t *ids, int n);
 /* Snapshots replaced by the LRU to make room, and dropped as superseded, so far. */
 void srv_pcache_counts(const srv_pcache *c, long *evictions, long *superseded);
+/* The disk tier (prefix_cache.c says when files are written and read):
+ * creates DIR if needed and indexes its snapshots; at most max_bytes of
+ * files stay there. */
+lilac_status srv_pcache_open_dir(srv_pcache *c, const char *dir, uint64_t max_bytes, lilac_error *e);
+/* Loads the longest snapshot on disk that prefixes ids[0..n) and is longer
+ * than min_len into a slot (the least recently used one, written to disk
+ * first); returns the slot (its length in *len), or -1. */
+int srv_pcache_fetch(srv_pcache *c, const int32_t *ids, int n, int min_len, int *len);
+/* Snapshot files indexed, and their bytes. */
+int srv_pcache_disk_count(const srv_pcache *c, uint64_t *bytes);
 
 /* ------------------------------------------------------------ engine thread */
 

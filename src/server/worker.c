@@ -16,7 +16,8 @@
  *      exactly what the next turn's rendering holds when the template
  *      re-renders the turn as generated; for completions, after feeding the
  *      last token (prompt + completion).
- * With --slots 0 nothing is reused and nothing is snapshotted. */
+ * With --slots 0 nothing is reused and nothing is snapshotted.  With
+ * --cache-dir, step 1 also considers the snapshots on disk (prefix_cache.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,9 +74,11 @@ static int reuse(srv_worker *w, srv_job *j, lilac_error *e) {
     }
     int len = 0, slot = srv_pcache_find(w->pc, j->prompt, j->n_prompt, &len);
     int cl = w->cur_valid ? lilac_session_len(w->cur) : 0;
-    if (cl > 0 && cl >= len && cl <= j->n_prompt &&
-        memcmp(lilac_session_tokens(w->cur), j->prompt, (size_t)cl * sizeof(int32_t)) == 0)
-        return cl;
+    int cur_ok = cl > 0 && cl <= j->n_prompt && memcmp(lilac_session_tokens(w->cur), j->prompt, (size_t)cl * sizeof(int32_t)) == 0;
+    /* a longer prefix on disk (--cache-dir) comes into a slot first */
+    int dlen = 0, dslot = srv_pcache_fetch(w->pc, j->prompt, j->n_prompt, cur_ok && cl > len ? cl : len, &dlen);
+    if (dslot >= 0) slot = dslot, len = dlen;
+    if (cur_ok && cl >= len) return cl;
     if (slot >= 0 && srv_pcache_restore(w->pc, slot, w->cur, e) == LILAC_OK) {
         w->cur_valid = 1;
         return len;
@@ -195,6 +198,13 @@ lilac_status srv_worker_start(srv_ctx *srv, srv_worker **out, lilac_error *e) {
     w->snap_bytes = lilac_session_bytes(srv->eng, srv->o.ctx);
     lilac_status st = lilac_session_new(srv->eng, srv->o.ctx, &w->cur, e);
     if (!st) st = srv_pcache_new(srv->eng, srv->o.slots, srv->o.ctx, &w->pc, e);
+    if (!st && srv->o.cache_dir && srv->o.slots > 0) st = srv_pcache_open_dir(w->pc, srv->o.cache_dir, srv->o.cache_disk, e);
+    if (!st && srv->o.cache_dir && srv->o.slots > 0) {
+        uint64_t bytes = 0;
+        int nf = srv_pcache_disk_count(w->pc, &bytes);
+        fprintf(stderr, "lilac serve: prefix cache on disk: %s: %d snapshot%s (%.1f MiB; at most %.1f MiB)\n",
+                srv->o.cache_dir, nf, nf == 1 ? "" : "s", bytes / 1048576.0, srv->o.cache_disk / 1048576.0);
+    }
     w->cur_valid = 1;
     if (!st && pthread_create(&w->th, NULL, thread_main, w)) st = lilac_fail(e, LILAC_ENOMEM, "cannot start the engine thread");
     if (st) {

@@ -1041,6 +1041,7 @@ import test_anthropic  # noqa: E402,F401  (Anthropic Messages API)
 import test_metrics  # noqa: E402,F401  (GET /metrics)
 import test_web  # noqa: E402,F401  (the web chat page, in Chromium)
 import test_agent  # noqa: E402,F401  (thinking budget, prefix cache on edited histories)
+import test_persist  # noqa: E402,F401  (--cache-dir: snapshots across restarts)
 
 # ------------------------------------------------------------------ main
 

@@ -152,6 +152,49 @@ static lilac_status cpu_state_copy(lilac_backend *b, lilac_state *dst, const lil
     return LILAC_OK;
 }
 
+/* Serialisation: the layout is in backend.h ("cpu-f32-1"). */
+static size_t cpu_payload_bytes(const lilac_backend *b, int pos) {
+    const lilac_config *c = &b->m->cfg;
+    size_t kv = 2 * (size_t)pos * c->n_kv_heads * c->head_dim;
+    size_t lin = (size_t)(c->conv_kernel - 1) * c->conv_dim + (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim;
+    return sizeof(float) * (kv * c->n_attn_layers + lin * c->n_lin_layers);
+}
+
+static lilac_status cpu_state_save(lilac_backend *b, const lilac_state *s, lilac_write_fn w, void *ctx,
+                                   lilac_error *e) {
+    const lilac_config *c = &b->m->cfg;
+    const size_t kv = (size_t)s->pos * c->n_kv_heads * c->head_dim * sizeof(float),
+                 cv = (size_t)(c->conv_kernel - 1) * c->conv_dim * sizeof(float),
+                 rc = (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim * sizeof(float);
+    lilac_status st = LILAC_OK;
+    for (int i = 0; !st && i < c->n_attn_layers; i++)
+        if (!(st = w(ctx, s->k[i], kv, e))) st = w(ctx, s->v[i], kv, e);
+    for (int i = 0; !st && i < c->n_lin_layers; i++)
+        if (!(st = w(ctx, s->conv[i], cv, e))) st = w(ctx, s->rec[i], rc, e);
+    return st;
+}
+
+static lilac_status cpu_state_load(lilac_backend *b, lilac_state *s, int pos, lilac_read_fn r, void *ctx,
+                                   lilac_error *e) {
+    const lilac_config *c = &b->m->cfg;
+    if (pos < 0 || pos > s->cap)
+        return lilac_fail(e, LILAC_EINVAL, "state load: %d tokens do not fit a %d-token state", pos, s->cap);
+    const size_t kv = (size_t)pos * c->n_kv_heads * c->head_dim * sizeof(float),
+                 cv = (size_t)(c->conv_kernel - 1) * c->conv_dim * sizeof(float),
+                 rc = (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim * sizeof(float);
+    lilac_status st = LILAC_OK;
+    for (int i = 0; !st && i < c->n_attn_layers; i++)
+        if (!(st = r(ctx, s->k[i], kv, e))) st = r(ctx, s->v[i], kv, e);
+    for (int i = 0; !st && i < c->n_lin_layers; i++)
+        if (!(st = r(ctx, s->conv[i], cv, e))) st = r(ctx, s->rec[i], rc, e);
+    if (st) {
+        cpu_state_reset(b, s);
+        return st;
+    }
+    s->pos = pos;
+    return LILAC_OK;
+}
+
 static const char *cpu_device_name(const lilac_backend *b) {
     (void)b;
     return "CPU (portable C, fp32)";
@@ -168,6 +211,10 @@ const lilac_backend_ops lilac_cpu_backend = {
     .state_capacity = cpu_state_capacity,
     .state_copy = cpu_state_copy,
     .state_bytes = cpu_state_bytes,
+    .state_format = "cpu-f32-1",
+    .state_payload_bytes = cpu_payload_bytes,
+    .state_save = cpu_state_save,
+    .state_load = cpu_state_load,
     .forward = cpu_forward,
     .device_name = cpu_device_name,
 };
