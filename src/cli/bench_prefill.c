@@ -16,10 +16,6 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int bench_parse_lengths(const char *list, int *out, int cap, lilac_error *e) {
-    return bench_parse_length_list("--prefill", list, out, cap, e);
-}
-
 static int first_cb(void *ctx, const lilac_token_info *t) {
     (void)t;
     *(double *)ctx = now_s();

@@ -29,9 +29,6 @@ typedef struct {
     lilac_profile prof; /* one step by kernel class (after the runs) */
 } bench_decode_result;
 
-/* Parses "512,4096,32K" (K = 1024) into out; returns the count or -1 (the
- * error names --prefill). */
-int bench_parse_lengths(const char *list, int *out, int cap, lilac_error *e);
 /* Times a prompt of random ids of each length into a fresh session, repeats
  * times each (a line per run on stderr unless quiet). */
 lilac_status bench_prefill(lilac_engine *eng, const int *lens, int nlen, int repeats, int quiet, bench_prefill_result *res,
