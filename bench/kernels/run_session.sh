@@ -67,7 +67,7 @@ for l in a:
             echo "$tool tiny rc=$?"; grep -E "ERROR SUMMARY" "$OUT/$tool.log"
         done
         for tool in memcheck racecheck; do
-            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/qgemm_test --quick > "$OUT/${tool}_qgemm.log" 2>&1; echo "$tool qgemm rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_qgemm.log"
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/qgemm_test --small > "$OUT/${tool}_qgemm.log" 2>&1; echo "$tool qgemm rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_qgemm.log"
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/attn_prefill_test --quick > "$OUT/${tool}_attn.log" 2>&1; echo "$tool attn rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_attn.log"
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_chunk_test --no-timing > "$OUT/${tool}_gdn.log" 2>&1; echo "$tool gdn rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_gdn.log"
         done ;;
@@ -84,7 +84,7 @@ for l in a:
         curl -s localhost:18080/metrics | grep -E "gpu_memory|prefill_tokens_per_second|decode_tokens_per_second|requests_total" | head -12
         curl -s -o /dev/null -w "web page: %{http_code} %{size_download} bytes\n" localhost:18080/
         kill -TERM $SP; wait $SP; echo "serve exit=$?"
-        timeout 120 python3 tools/soak.py --lilac $B/lilac --model /tmp/full --minutes ${SOAK_MIN:-1} --clients 4 --max-tokens 8 --json "$OUT/soak_gpu.json" 2>&1 | tail -15 ;;
+        timeout $(( ${SOAK_MIN:-1} * 60 + 150 )) python3 tools/soak.py --lilac $B/lilac --model /tmp/full --minutes ${SOAK_MIN:-1} --clients 4 --max-tokens 8 --json "$OUT/soak_gpu.json" 2>&1 | tail -15 ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
     esac
 done
