@@ -85,6 +85,16 @@ for l in a:
         curl -s -o /dev/null -w "web page: %{http_code} %{size_download} bytes\n" localhost:18080/
         kill -TERM $SP; wait $SP; echo "serve exit=$?"
         timeout $(( ${SOAK_MIN:-1} * 60 + 150 )) python3 tools/soak.py --lilac $B/lilac --model /tmp/full --minutes ${SOAK_MIN:-1} --clients 4 --max-tokens 8 --json "$OUT/soak_gpu.json" 2>&1 | tail -15 ;;
+    qhsan) # the fp16 wgmma GEMMs (gemm_wgmma.cu) under compute-sanitizer, small cases
+        for tool in memcheck racecheck synccheck; do
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/qgemm_test --small > "$OUT/${tool}_qh.log" 2>&1; echo "$tool qh rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_qh.log"
+        done ;;
+    qhshapes) # the fp16 GEMMs' tile shapes side by side (LILAC_QH_DENSE / LILAC_QH_MOE)
+        for v in "128x1 64x1o2" "64x1o2 64x1" "64x2 64x2" "128x1 128x1"; do
+            set -- $v
+            echo "dense $1, experts $2:"
+            LILAC_QH_DENSE=$1 LILAC_QH_MOE=$2 timeout 100 build/kernels/qgemm_test --one 2>&1 | grep time
+        done ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
     esac
 done
