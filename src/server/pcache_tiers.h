@@ -45,6 +45,7 @@ typedef struct {
 struct srv_pcache {
     lilac_engine *g;
     const char *who; /* the log lines' prefix: "lilac serve", "lilac chat" */
+    int quiet;       /* no summary lines at the end (warnings still) */
     int ctx, n;
     pc_slot *slots;
     unsigned long long clock;

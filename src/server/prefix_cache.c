@@ -88,8 +88,10 @@ void srv_pcache_set_ram(srv_pcache *c, uint64_t max_bytes) {
     if (c) c->ram_max = max_bytes;
 }
 
-void srv_pcache_set_log_name(srv_pcache *c, const char *who) {
-    if (c && who) c->who = who;
+void srv_pcache_set_log(srv_pcache *c, const char *who, int verbose) {
+    if (!c) return;
+    if (who) c->who = who;
+    c->quiet = !verbose;
 }
 
 /* Shutdown: every snapshot not on disk yet, least recently used first, so
@@ -116,13 +118,13 @@ static void flush_to_disk(srv_pcache *c) {
 void srv_pcache_free(srv_pcache *c) {
     if (!c) return;
     if (c->dir) flush_to_disk(c);
-    if (c->ram_max)
+    if (c->ram_max && !c->quiet)
         fprintf(stderr,
                 "%s: prefix cache in RAM: %d snapshot%s (%.1f MiB); %ld kept (%.1f ms), %ld restored (%.1f ms), "
                 "%ld evicted\n",
                 c->who, c->nr, c->nr == 1 ? "" : "s", c->ram_bytes / 1048576.0, c->ram_saves, c->ram_save_ms,
                 c->ram_loads, c->ram_load_ms, c->evictions[SRV_TIER_RAM]);
-    if (c->dir)
+    if (c->dir && !c->quiet)
         fprintf(stderr,
                 "%s: prefix cache on disk: %s: %d snapshot%s (%.1f MiB); %ld written (%.1f ms), %ld loaded (%.1f ms)\n",
                 c->who, c->dir, c->nd, c->nd == 1 ? "" : "s", c->disk_bytes / 1048576.0, c->saves, c->save_ms, c->loads,
@@ -203,6 +205,18 @@ int srv_pcache_fetch(srv_pcache *c, const int32_t *ids, int n, int min_len, int 
         if (from) *from = b.tier;
         return (int)(v - c->slots);
     }
+}
+
+int srv_pcache_longest(const srv_pcache *c, const int32_t *ids, int n) {
+    if (!c || !ids) return 0;
+    int best = 0;
+    for (int i = 0; i < c->n; i++) {
+        const pc_slot *sl = &c->slots[i];
+        const int m = sl->used ? lilac_session_len(sl->s) : 0;
+        if (m > best && pc_prefix(lilac_session_tokens(sl->s), m, ids, n)) best = m;
+    }
+    candidate b = lower_tier_best(c, ids, n, best);
+    return b.i >= 0 ? b.n : best;
 }
 
 int srv_pcache_find(srv_pcache *c, const int32_t *ids, int n, int *len) {

@@ -266,8 +266,9 @@ void srv_pcache_counts(const srv_pcache *c, long *evictions, long *superseded);
  * (at most max_bytes; least recently used first out, to disk when there is
  * a directory).  0 turns it off. */
 void srv_pcache_set_ram(srv_pcache *c, uint64_t max_bytes);
-/* The prefix of its log lines (default "lilac serve"; a static string). */
-void srv_pcache_set_log_name(srv_pcache *c, const char *who);
+/* The prefix of its log lines (default "lilac serve"; a static string), and
+ * whether it writes its summary lines at the end (warnings always). */
+void srv_pcache_set_log(srv_pcache *c, const char *who, int verbose);
 /* The disk tier (prefix_cache.c says when files are written and read):
  * creates DIR if needed and indexes its snapshots; at most max_bytes of
  * files stay there. */
@@ -277,6 +278,9 @@ lilac_status srv_pcache_open_dir(srv_pcache *c, const char *dir, uint64_t max_by
  * moves down a tier first); returns the slot (its length in *len, the tier
  * it came from in *from), or -1. */
 int srv_pcache_fetch(srv_pcache *c, const int32_t *ids, int n, int min_len, int *len, srv_tier *from);
+/* The length of the longest snapshot of any tier that prefixes ids[0..n)
+ * (0: none), without loading anything. */
+int srv_pcache_longest(const srv_pcache *c, const int32_t *ids, int n);
 /* Counts a request that reused `tokens` prompt tokens from tier t. */
 void srv_pcache_hit(srv_pcache *c, srv_tier t, int tokens);
 /* Per-tier counters and sizes now (zeros for a tier that is off). */

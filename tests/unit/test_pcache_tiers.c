@@ -41,7 +41,7 @@ static srv_pcache *cache_of(int slots, uint64_t ram, const char *dir) {
     lilac_error e = {0};
     CHECK(srv_pcache_new(eng, slots, CTX, &c, &e) == LILAC_OK && c, "new cache: %s", e.msg);
     if (!c) return NULL;
-    srv_pcache_set_log_name(c, "test_pcache_tiers");
+    srv_pcache_set_log(c, "test_pcache_tiers", 0);
     srv_pcache_set_ram(c, ram);
     if (dir) {
         lilac_status st = srv_pcache_open_dir(c, dir, (uint64_t)1 << 30, &e);
@@ -336,7 +336,7 @@ static void test_bad_inputs(void) {
     const int32_t q[] = {1, 2, 3};
     CHECK(srv_pcache_fetch(NULL, q, 3, 0, &len, &t) == -1 && len == 0, "fetch from no cache");
     srv_pcache_set_ram(NULL, 5);
-    srv_pcache_set_log_name(NULL, "x");
+    srv_pcache_set_log(NULL, "x", 1);
     srv_pcache_hit(NULL, SRV_TIER_RAM, 3);
     srv_tier_stats ts[SRV_TIER_N];
     srv_pcache_tier_stats(NULL, ts);
