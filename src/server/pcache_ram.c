@@ -13,7 +13,13 @@
  * an image drops the image.  The least recently used images leave when the
  * tier holds more than ram_max bytes: written to the directory when there
  * is one and it lacks them, else dropped.  A snapshot larger than ram_max
- * is never kept here. */
+ * is never kept here.
+ *
+ * Transient images are the steps a prompt end superseded (prefix_cache.c):
+ * the previous request of a tool loop, kept so that a client that retries
+ * or edits the last tool step still finds the loop so far.  The next prompt
+ * end of the chain drops them; they never go to disk (a long loop would
+ * write every step). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +66,7 @@ void pc_ram_drop(srv_pcache *c, int i) {
 
 void pc_ram_save(srv_pcache *c, int i) {
     pc_ram *r = &c->ram[i];
-    if (c->dir && !r->on_disk && pc_disk_save_image(c, r) == 0) r->on_disk = 1;
+    if (c->dir && !r->on_disk && !r->transient && pc_disk_save_image(c, r) == 0) r->on_disk = 1;
 }
 
 /* The least recently used images leave until the tier fits ram_max. */
@@ -75,13 +81,14 @@ static void trim_ram(srv_pcache *c) {
     }
 }
 
-int pc_ram_put(srv_pcache *c, const pc_slot *sl) {
+int pc_ram_put(srv_pcache *c, const pc_slot *sl, int transient) {
     const int n = lilac_session_len(sl->s);
     const uint64_t bytes = lilac_snapshot_bytes(c->g, n);
     if (!c->ram_max || bytes > c->ram_max || bytes > SIZE_MAX) return -1;
     int have = pc_ram_find(c, lilac_session_tokens(sl->s), n);
     if (have >= 0) { /* not expected (the tiers are exclusive), but then it is here already */
         if (c->ram[have].used < sl->used) c->ram[have].used = sl->used;
+        c->ram[have].transient &= transient;
         return 0;
     }
     if (c->nr == c->capr) {
@@ -105,7 +112,7 @@ int pc_ram_put(srv_pcache *c, const pc_slot *sl) {
     pc_ram *r = &c->ram[c->nr++];
     /* the tokens follow the header (LILAC_SNAP_HEADER, a multiple of 4) */
     *r = (pc_ram){.img = m.p, .tokens = (const int32_t *)(const void *)(m.p + LILAC_SNAP_HEADER), .n = n,
-                  .anchor = sl->anchor, .on_disk = sl->on_disk, .bytes = bytes, .used = sl->used};
+                  .anchor = sl->anchor, .on_disk = sl->on_disk, .transient = transient, .bytes = bytes, .used = sl->used};
     c->ram_bytes += bytes;
     trim_ram(c);
     return 0;

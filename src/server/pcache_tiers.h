@@ -29,6 +29,7 @@ typedef struct {
     unsigned char *img;    /* [bytes] */
     const int32_t *tokens; /* [n], inside img just after the header */
     int n, anchor, on_disk;
+    int transient; /* superseded by a prompt end: kept for one step of its chain, never written */
     uint64_t bytes;
     unsigned long long used;
 } pc_ram;
@@ -76,13 +77,14 @@ void pc_forget_file(srv_pcache *c, const int32_t *t, int n);
 /* RAM tier (pcache_ram.c) */
 /* Keeps an image of a slot's snapshot (the slot is leaving the backend),
  * with its place in the LRU; the least recently used images go to disk (or
- * are dropped) to stay under ram_max.  0 when RAM took it. */
-int pc_ram_put(srv_pcache *c, const pc_slot *sl);
+ * are dropped; transient ones always are) to stay under ram_max.  0 when RAM
+ * took it. */
+int pc_ram_put(srv_pcache *c, const pc_slot *sl, int transient);
 int pc_ram_find(const srv_pcache *c, const int32_t *t, int n); /* the entry of exactly t[0..n), or -1 */
 /* Loads entry i into s and drops it from RAM (the tiers are exclusive). */
 lilac_status pc_ram_take(srv_pcache *c, int i, lilac_session *s, uint32_t *flags, lilac_error *e);
 void pc_ram_drop(srv_pcache *c, int i);
-/* Writes entry i to the directory (when it is not there yet). */
+/* Writes entry i to the directory (when it is not there yet and not transient). */
 void pc_ram_save(srv_pcache *c, int i);
 void pc_ram_free(srv_pcache *c);
 

@@ -37,7 +37,10 @@
  * would stall the engine thread for nothing.  The cost: a crash (SIGKILL,
  * power) loses what was only in the slots and RAM.  srv_pcache_fetch loads
  * the longest snapshot of the lower tiers that prefixes a prompt into a slot
- * (RAM first on equal length). */
+ * (RAM first on equal length).  With RAM, the snapshots a prompt end
+ * supersedes are not dropped but kept there (transient) until the next
+ * prompt end of the same chain: a client that retries or edits the last
+ * step of a tool loop then starts from the step before. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,7 +108,7 @@ static void flush_to_disk(srv_pcache *c) {
             if (sl->used > after && !sl->on_disk && (!best || sl->used < best)) best = sl->used, slot = i, img = -1;
         }
         for (int i = 0; i < c->nr; i++)
-            if (c->ram[i].used > after && !c->ram[i].on_disk && (!best || c->ram[i].used < best))
+            if (c->ram[i].used > after && !c->ram[i].on_disk && !c->ram[i].transient && (!best || c->ram[i].used < best))
                 best = c->ram[i].used, img = i, slot = -1;
         if (!best) return;
         after = best;
@@ -146,7 +149,7 @@ static pc_slot *take_victim(srv_pcache *c) {
     pc_slot *v = &c->slots[victim];
     if (v->used) {
         c->evictions[SRV_TIER_DEVICE]++;
-        if (pc_ram_put(c, v) != 0 && c->dir && !v->on_disk) pc_disk_save_session(c, v->s, v->anchor, v->used);
+        if (pc_ram_put(c, v, 0) != 0 && c->dir && !v->on_disk) pc_disk_save_session(c, v->s, v->anchor, v->used);
     }
     v->used = 0;
     return v;
@@ -241,6 +244,25 @@ lilac_status srv_pcache_restore(srv_pcache *c, int i, lilac_session *dst, lilac_
     return lilac_session_copy(dst, c->slots[i].s, e);
 }
 
+/* A prompt end t[0..n) supersedes the non-anchor snapshots it extends: the
+ * RAM images of earlier steps go, and the slots' ones (this step's) move to
+ * RAM as transient images when RAM takes them. */
+static void supersede_images(srv_pcache *c, const int32_t *t, int n) {
+    for (int i = 0; i < c->nr;)
+        if (!c->ram[i].anchor && c->ram[i].n < n && pc_prefix(c->ram[i].tokens, c->ram[i].n, t, n)) {
+            pc_ram_drop(c, i);
+            c->superseded++;
+        } else {
+            i++;
+        }
+}
+
+static void supersede_slot(srv_pcache *c, pc_slot *sl) {
+    (void)pc_ram_put(c, sl, 1);
+    sl->used = 0;
+    c->superseded++;
+}
+
 lilac_status srv_pcache_store(srv_pcache *c, const lilac_session *src, srv_snap kind, lilac_error *e) {
     const int anchor = kind == SRV_SNAP_ANCHOR;
     if (!c || !src) return lilac_fail(e, LILAC_EINVAL, "prefix cache: store needs a cache and a session");
@@ -248,6 +270,7 @@ lilac_status srv_pcache_store(srv_pcache *c, const lilac_session *src, srv_snap 
     int n = lilac_session_len(src);
     if (n <= 0) return LILAC_OK;
     const int32_t *t = lilac_session_tokens(src);
+    if (kind == SRV_SNAP_PROMPT) supersede_images(c, t, n);
     int same = -1;
     for (int i = 0; i < c->n; i++) {
         pc_slot *sl = &c->slots[i];
@@ -255,7 +278,7 @@ lilac_status srv_pcache_store(srv_pcache *c, const lilac_session *src, srv_snap 
         int m = lilac_session_len(sl->s);
         if (!pc_prefix(lilac_session_tokens(sl->s), m, t, n)) continue;
         if (m == n) same = i; /* already there; the drops still apply to the other slots */
-        else if (!sl->anchor && kind == SRV_SNAP_PROMPT) sl->used = 0, c->superseded++;
+        else if (!sl->anchor && kind == SRV_SNAP_PROMPT) supersede_slot(c, sl);
     }
     if (same >= 0) {
         c->slots[same].used = ++c->clock;

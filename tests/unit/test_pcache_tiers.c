@@ -4,7 +4,8 @@
  * once RAM's bound pushed it out, from disk (longest prefix first, RAM on a
  * tie); the RAM tier never holds more than its bound and skips snapshots
  * larger than it; RAM and the slots do not hold the same snapshot twice;
- * the shutdown writes what RAM held, and a new cache finds it on disk; a
+ * the shutdown writes what RAM held, and a new cache finds it on disk; what
+ * a prompt end supersedes waits in RAM for one step and is never written; a
  * session restored through either tier generates exactly (greedy tokens and
  * every logit, bit for bit) what a cold session fed the same tokens does;
  * per-tier counters follow; bad arguments find nothing. */
@@ -85,6 +86,12 @@ static int lookup(srv_pcache *c, const int32_t *q, int n, srv_tier *tier) {
           "slot %d holds %d tokens, expected a prefix of %d", slot, lilac_session_len(d), len);
     lilac_session_free(d);
     return len;
+}
+
+/* find() in the slots only, without restoring. */
+static int peek_len(srv_pcache *c, const int32_t *q, int n) {
+    int len = 0;
+    return srv_pcache_find(c, q, n, &len) >= 0 ? len : -1;
 }
 
 static char *make_dir(void) {
@@ -330,6 +337,65 @@ static void test_shutdown_writes_ram(void) {
     remove_dir(dir);
 }
 
+/* With RAM, what a prompt end supersedes waits there for one step (a tool
+ * loop's previous request: a client that retries or edits its last step
+ * starts from it); the chain's next prompt end drops it; it is never
+ * written to disk, not when RAM evicts it, not at shutdown. */
+static void test_superseded_steps_wait_in_ram(void) {
+    char *dir = make_dir();
+    srv_pcache *c = cache_of(4, 8 * S, dir);
+    REQUIRE(c && dir, "setup");
+    int32_t q[24];
+    for (int i = 0; i < 24; i++) q[i] = 30 + i;
+    store(c, q, 2, SRV_SNAP_ANCHOR); /* the system turn */
+    store(c, q, 6, SRV_SNAP_PROMPT); /* request 1 */
+    store(c, q, 9, SRV_SNAP_GEN);    /* its generation */
+    store(c, q, 12, SRV_SNAP_PROMPT); /* request 2 extends both */
+    CHECK(srv_pcache_ram_count(c, NULL) == 2, "the two superseded steps in RAM (%d)", srv_pcache_ram_count(c, NULL));
+    srv_tier t;
+    int32_t retry[12], edit[14];
+    memcpy(retry, q, sizeof retry);
+    retry[6] = 999; /* request 2 retried with another last step */
+    memcpy(edit, q, sizeof edit);
+    edit[10] = 998; /* the last tool result edited: the generation before it is still a prefix */
+    CHECK(peek_len(c, retry, 12) == 2, "the slots alone have only the anchor");
+    CHECK(srv_pcache_longest(c, retry, 12) == 6 && srv_pcache_longest(c, edit, 14) == 9, "RAM has the steps");
+    CHECK(lookup(c, edit, 14, &t) == 9 && t == SRV_TIER_RAM, "an edited last step starts from the generation before it");
+    store(c, q, 18, SRV_SNAP_PROMPT); /* request 3: request 1's prompt end goes; request 2's and the 9 (used, in a slot again) wait */
+    int32_t back[18];
+    memcpy(back, q, sizeof back);
+    back[13] = 997;
+    CHECK(srv_pcache_longest(c, back, 18) == 12, "request 2's prompt end waits in RAM");
+    CHECK(srv_pcache_longest(c, retry, 12) == 2 && srv_pcache_longest(c, edit, 14) == 9,
+          "request 1's prompt end is gone (%d, %d)", srv_pcache_longest(c, retry, 12), srv_pcache_longest(c, edit, 14));
+    long ev, sup;
+    srv_pcache_counts(c, &ev, &sup);
+    CHECK(sup == 5, "superseded: 6 and 9, then 6 (in RAM), 9 and 12 (%ld)", sup);
+    /* room for one small image: RAM's evictions drop the transient ones, unwritten */
+    srv_pcache_set_ram(c, S);
+    int32_t other[4][L];
+    for (int k = 0; k < 4; k++) seq(9 + k, other[k]), store(c, other[k], L, SRV_SNAP_GEN);
+    for (int i = 0; i < c->nr; i++) CHECK(c->ram[i].n == L, "a transient image stayed (%d tokens)", c->ram[i].n);
+    srv_pcache_free(c);
+    c = cache_of(4, 8 * S, dir);
+    REQUIRE(c, "reopen");
+    for (int i = 0; i < c->nd; i++) {
+        const int n = c->disk[i].n;
+        CHECK(!((n == 6 || n == 9 || n == 12) && pc_prefix(c->disk[i].tokens, n, q, 24)), "a superseded step (%d tokens) was written", n);
+    }
+    CHECK(srv_pcache_longest(c, q, 24) == 18, "the chain's prompt end was written (%d)", srv_pcache_longest(c, q, 24));
+    srv_pcache_free(c);
+    remove_dir(dir);
+
+    /* without RAM, superseded snapshots are dropped (as test_prefix_cache checks) */
+    c = cache_of(4, 0, NULL);
+    REQUIRE(c, "setup");
+    store(c, q, 6, SRV_SNAP_PROMPT);
+    store(c, q, 12, SRV_SNAP_PROMPT);
+    CHECK(srv_pcache_longest(c, retry, 12) == 0, "no RAM: the superseded step is gone");
+    srv_pcache_free(c);
+}
+
 static void test_bad_inputs(void) {
     int len = 7;
     srv_tier t = SRV_TIER_DISK;
@@ -379,6 +445,7 @@ int main(int argc, char **argv) {
     RUN(test_exclusive_and_anchors);
     RUN(test_restored_generation_is_exact);
     RUN(test_shutdown_writes_ram);
+    RUN(test_superseded_steps_wait_in_ram);
     RUN(test_bad_inputs);
     lilac_engine_close(eng);
     return check_done("pcache_tiers");
