@@ -12,9 +12,10 @@
  *
  * With --cache-dir DIR the snapshots go to DIR (written when the cache
  * evicts them and at exit; read back when they prefix a prompt, as the
- * server's --cache-dir does) and the conversation to DIR/chat.json after
- * every turn and at exit (chat_store.c); --resume continues it, and its
- * next turn starts from the snapshots instead of prefilling it all again.
+ * server's --cache-dir does) and the conversation to DIR/chat.json when it
+ * changes (a turn, /reset, /system, /think, /load; chat_store.c); --resume
+ * continues it, and its next turn starts from the snapshots instead of
+ * prefilling it all again.
  *
  * On a terminal: a line editor with history (lineedit.c), answers streamed
  * as they come, reasoning dimmed (hidden when stdout is not a terminal),
@@ -417,19 +418,22 @@ static int command(chat *c, char *line) {
     } else if (!strcmp(line, "/reset")) {
         json_array_clear(c->msgs);
         printf("new conversation%s\n", c->system ? " (the system prompt stays)" : "");
+        persist(c);
     } else if (!strcmp(line, "/system")) {
         free(c->system);
         c->system = *arg ? strdup(arg) : NULL;
         printf(*arg ? "system prompt set\n" : "system prompt removed\n");
+        persist(c);
     } else if (!strcmp(line, "/think")) {
         c->think = !c->think;
         printf("thinking %s\n", c->think ? "on" : "off");
+        persist(c);
     } else if (!strcmp(line, "/stats")) {
         stats(c);
     } else if (!strcmp(line, "/save") || !strcmp(line, "/load")) {
         if (!*arg) fprintf(stderr, "error: %s needs a FILE\n", line);
         else if (line[1] == 's') save(c, arg);
-        else load(c, arg);
+        else load(c, arg), persist(c);
     } else {
         fprintf(stderr, "unknown command %s (/help lists them)\n", line);
     }
@@ -621,13 +625,12 @@ int cmd_chat(int argc, char **argv, const cli_globals *g) {
     }
     free(line);
     cli_history_free(&hist);
-    if (c.cache_dir) {
-        /* the working session, when it ends as the conversation does, goes
-         * with the other snapshots (srv_pcache_free writes them) */
-        if (c.cur_at_turn_end && srv_pcache_store(c.pc, c.cur, SRV_SNAP_GEN, &e))
-            fprintf(stderr, "lilac chat: warning: %s\n", e.msg);
-        persist(&c);
-    }
+    /* the working session, when it ends as the conversation does, goes with
+     * the other snapshots (srv_pcache_free writes them); the conversation
+     * was saved when it last changed, so a run that changed nothing leaves
+     * chat.json as it was */
+    if (c.cache_dir && c.cur_at_turn_end && srv_pcache_store(c.pc, c.cur, SRV_SNAP_GEN, &e))
+        fprintf(stderr, "lilac chat: warning: %s\n", e.msg);
     rc = 0;
 out:
     json_decref(c.msgs);

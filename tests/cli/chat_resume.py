@@ -10,6 +10,8 @@ fixture (greedy, stdin not a terminal: one message or command per line):
   - DIR/chat.json truncated, corrupted, of another model, of another
     format version, not a conversation file, or with bad messages: one
     warning line naming the file and why, then a new conversation;
+  - a run that changes nothing leaves chat.json as it was; /reset saves
+    the empty conversation;
   - no chat.json: a note, no warning; snapshots corrupted: one warning each
     when tried, the answer still the cold one;
   - --resume and --cache-disk need --cache-dir; --no-think and --system
@@ -82,6 +84,9 @@ def main():
     assert snaps and "written" in err and not warnings(err), err
     ok(f"--cache-dir: chat.json ({len(body)} bytes of messages) and {len(snaps)} snapshots written")
 
+    # a run on the directory that changes nothing (no --resume, no turn) leaves chat.json alone
+    chat(["/stats"], "--cache-dir", d)
+    assert open(os.path.join(d, "chat.json"), "rb").read() == saved
     third, stats, err = chat([TURNS[2], "/stats"], "--cache-dir", d, "--resume")
     m = re.search(r"resumed 4 messages from (\S+) \(thinking on\); the next turn reuses (\d+) cached tokens", err)
     assert m and m.group(1) == os.path.join(d, "chat.json"), err
@@ -129,6 +134,12 @@ def main():
     w = warnings(err)
     assert len(w) == 1 and "messages[0] is not an object" in w[0], err
     ok(f"bad chat.json ({len(cases) + 1} kinds): one warning line each, a new conversation")
+
+    open(path, "wb").write(good)
+    chat(["/reset"], "--cache-dir", d, "--resume")
+    _, _, err = chat([], "--cache-dir", d, "--resume")
+    assert "resumed 0 messages" in err, err
+    ok("a run that changes nothing leaves chat.json alone; /reset saves the empty conversation")
 
     os.unlink(path)
     _, _, err = chat([TURNS[0]], "--cache-dir", d, "--resume")
