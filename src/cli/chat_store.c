@@ -86,15 +86,17 @@ lilac_status cli_chat_store_load(const char *dir, uint64_t model_id, json_t **re
         st = lilac_fail(e, LILAC_EFORMAT, "%s: conversation format version %" JSON_INTEGER_FORMAT " (this lilac reads %d)",
                         path, json_integer_value(ver), CLI_CHAT_VERSION);
     } else if (id != model_id) {
-        st = lilac_fail(e, LILAC_EFORMAT, "%s: a conversation of another model (identity %016" PRIx64 "; this model is %016" PRIx64 ")",
-                        path, id, model_id);
+        st = lilac_fail(e, LILAC_EFORMAT,
+                        "%s: a conversation of another model (identity %016" PRIx64 "; this model is %016" PRIx64 ")", path,
+                        id, model_id);
     } else {
         const char *body = nl + 1;
         const size_t n = len - (size_t)(body - data);
         json_error_t je;
         if ((json_int_t)n != json_integer_value(bytes))
-            st = lilac_fail(e, LILAC_EFORMAT, "%s: %zu bytes of messages, the header says %" JSON_INTEGER_FORMAT " (truncated or extended)",
-                            path, n, json_integer_value(bytes));
+            st = lilac_fail(e, LILAC_EFORMAT,
+                            "%s: %zu bytes of messages, the header says %" JSON_INTEGER_FORMAT " (truncated or extended)", path,
+                            n, json_integer_value(bytes));
         else if (lilac_hash64(body, n, 0) != sum)
             st = lilac_fail(e, LILAC_EFORMAT, "%s: checksum mismatch (header %016" PRIx64 ", contents %016" PRIx64 "): corrupt",
                             path, sum, lilac_hash64(body, n, 0));

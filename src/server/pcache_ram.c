@@ -33,7 +33,8 @@ typedef struct {
 
 static lilac_status mem_write(void *ctx, const void *p, size_t n, lilac_error *e) {
     mem *m = ctx;
-    if (n > m->cap - m->off) return lilac_fail(e, LILAC_EBACKEND, "snapshot image: more than its %llu bytes", (unsigned long long)m->cap);
+    if (n > m->cap - m->off)
+        return lilac_fail(e, LILAC_EBACKEND, "snapshot image: more than its %llu bytes", (unsigned long long)m->cap);
     memcpy(m->p + m->off, p, n);
     m->off += n;
     return LILAC_OK;

@@ -244,7 +244,9 @@ def tool_loop_retries_and_edits():
     """A tool loop's last step retried (the request before it sent again) or
     its last tool result edited: without --cache-ram the loop is prefilled
     again from the assistant header after the user message (each prompt end
-    superseded the one before); with it, from the step before (kept in RAM)."""
+    superseded the one before); with it, from the step before (kept in RAM).
+    (No tool declarations: the template renders the calls and results
+    without them, and the prompts stay short.)"""
     plain = T.S["plain"].client()
     srv = T.Server("toolloop-ram", "--ctx", "4096", "--slots", "8", "--cache-ram", "64M")
     kw = {"ignore_eos": True}
@@ -254,20 +256,20 @@ def tool_loop_retries_and_edits():
             msgs = [system, T.user("Check the weather in Rome and in Paris.")]
             prompts = []
             for k, city in enumerate(("Rome", "Paris")):
-                r = T.chat(client, msgs, tools=T.TOOLS, max_tokens=6, extra_body=kw)
+                r = T.chat(client, msgs, max_tokens=6, extra_body=kw)
                 prompts.append(r.usage.prompt_tokens)
                 call = {"id": f"call_{k}", "type": "function",
                         "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}
                 msgs += [dict(T.message_of(r), tool_calls=[call]),
                          {"role": "tool", "tool_call_id": f"call_{k}", "content": f"{city}: sunny"}]
-            third = T.chat(client, msgs, tools=T.TOOLS, max_tokens=6, extra_body=kw)
+            third = T.chat(client, msgs, max_tokens=6, extra_body=kw)
             assert third.usage.prompt_tokens_details.cached_tokens >= prompts[1], (name, third.usage, prompts)
-            hdr = count_upto_last({"messages": msgs[:2], "tools": T.TOOLS}, HDR)
+            hdr = count_upto_last({"messages": msgs[:2]}, HDR)
             cases = (("edit the last tool result", msgs[:-1] + [dict(msgs[-1], content="Paris: rain")]),
                      ("retry the last step", msgs[:-2]))
             for what, m in cases:
-                a = T.chat(client, m, tools=T.TOOLS, max_tokens=6, extra_body=kw)
-                b = T.chat(plain, m, tools=T.TOOLS, max_tokens=6, extra_body=kw)
+                a = T.chat(client, m, max_tokens=6, extra_body=kw)
+                b = T.chat(plain, m, max_tokens=6, extra_body=kw)
                 assert T.message_of(a) == T.message_of(b), (name, what, T.message_of(a), T.message_of(b))
                 want = prompts[1] if name == "--cache-ram" else hdr
                 assert a.usage.prompt_tokens_details.cached_tokens == want, (name, what, a.usage, want, prompts)

@@ -361,7 +361,8 @@ static void test_superseded_steps_wait_in_ram(void) {
     CHECK(peek_len(c, retry, 12) == 2, "the slots alone have only the anchor");
     CHECK(srv_pcache_longest(c, retry, 12) == 6 && srv_pcache_longest(c, edit, 14) == 9, "RAM has the steps");
     CHECK(lookup(c, edit, 14, &t) == 9 && t == SRV_TIER_RAM, "an edited last step starts from the generation before it");
-    store(c, q, 18, SRV_SNAP_PROMPT); /* request 3: request 1's prompt end goes; request 2's and the 9 (used, in a slot again) wait */
+    /* request 3: request 1's prompt end goes; request 2's and the 9 (used: in a slot again) wait */
+    store(c, q, 18, SRV_SNAP_PROMPT);
     int32_t back[18];
     memcpy(back, q, sizeof back);
     back[13] = 997;
@@ -381,7 +382,8 @@ static void test_superseded_steps_wait_in_ram(void) {
     REQUIRE(c, "reopen");
     for (int i = 0; i < c->nd; i++) {
         const int n = c->disk[i].n;
-        CHECK(!((n == 6 || n == 9 || n == 12) && pc_prefix(c->disk[i].tokens, n, q, 24)), "a superseded step (%d tokens) was written", n);
+        CHECK(!((n == 6 || n == 9 || n == 12) && pc_prefix(c->disk[i].tokens, n, q, 24)),
+              "a superseded step (%d tokens) was written", n);
     }
     CHECK(srv_pcache_longest(c, q, 24) == 18, "the chain's prompt end was written (%d)", srv_pcache_longest(c, q, 24));
     srv_pcache_free(c);
