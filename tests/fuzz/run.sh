@@ -17,6 +17,7 @@ for f in "$BUILD"/fuzz/fuzz_*; do
         fuzz_messages) printf '{"max_tokens": 8, "system": [{"type": "text", "text": "s"}], "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "thinking", "thinking": "t"}, {"type": "text", "text": "a"}, {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}}]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "r"}]}, {"type": "text", "text": "more"}]}], "tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "tool", "name": "f"}, "thinking": {"type": "enabled", "budget_tokens": 1024}, "stop_sequences": ["x"]}' > "$corpus/a" ;;
         fuzz_gguf) printf 'GGUF\003\000\000\000\001\000\000\000\000\000\000\000\001\000\000\000\000\000\000\000\001\000\000\000\000\000\000\000k\004\000\000\000\007\000\000\000\001\000\000\000\000\000\000\000t\001\000\000\000\040\000\000\000\000\000\000\000\002\000\000\000\000\000\000\000\000\000\000\000' > "$corpus/a"; head -c 64 /dev/zero >> "$corpus/a" ;;
         fuzz_snapshot) LILAC_SNAP_SEED="$corpus/a" "$f" -runs=0 "$corpus" > /dev/null 2>&1 ;;
+        fuzz_chat_store) LILAC_CHAT_SEED="$corpus" "$f" -runs=0 "$corpus" > /dev/null 2>&1 ;;
         fuzz_stop) printf '\001\003END\004Hello E\005ND of\002 it' > "$corpus/a" ;;
     esac
     maxlen=65536
