@@ -95,6 +95,12 @@ for l in a:
             echo "dense $1, experts $2:"
             LILAC_QH_DENSE=$1 LILAC_QH_MOE=$2 timeout 100 build/kernels/qgemm_test --one 2>&1 | grep time
         done ;;
+    gpucache) # prefix-cache snapshots on the GPU: saved and restored across a restart, and the RAM tier, at about 4K and 32K tokens
+        [ -f /tmp/full/config.json ] || { $B/lilac synth --out /tmp/full --quiet && python3 tools/make_synthetic_tokenizer.py tests/fixtures/tokenizer/qwen3 /tmp/full > /dev/null; }
+        for w in ${WORDS_LIST:-700 5600}; do
+            echo "words $w, restart:"; WORDS=$w LILAC=$B/lilac LILAC_FLAGS="--backend cuda" MODEL=/tmp/full CTX=40000 timeout 240 sh tools/cache_restart_bench.sh 2>&1 | tee -a "$OUT/gpucache.txt"
+            echo "words $w, RAM tier:"; WORDS=$w LILAC=$B/lilac LILAC_FLAGS="--backend cuda" MODEL=/tmp/full CTX=40000 timeout 240 sh tools/cache_ram_bench.sh 2>&1 | tee -a "$OUT/gpucache.txt"
+        done ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
     esac
 done
