@@ -41,10 +41,10 @@ constexpr int BK = 64, THREADS = 256;
 constexpr int WROW = 4 * BK / 8 + 16; /* bytes per code row in shared memory (padded: no bank conflicts) */
 enum { PLAIN = 0, SWIGLU = 1 };
 
-/* MT m64 tiles per warpgroup: a block covers BM = 128 MT weight rows. */
-/* STAGES pipeline stages, loads AHEAD groups in front (the stage of the
- * group before may still be read by its wgmmas): 4, or 3 when two blocks
- * share an SM. */
+/* A block's shared memory: MT m64 tiles per warpgroup, so BM = 128 MT weight
+ * rows; STAGES pipeline stages (4, or 3 when OCC = 2 blocks share an SM),
+ * each an activation tile (hi, lo planes) and the codes of BM rows; the
+ * bias GEMM's two group-sum planes; SWIGLU's output staging. */
 template <int BN, int MT, int MODE, int OCC>
 struct geom {
     static constexpr int STAGES = OCC == 2 ? 3 : 4;
@@ -53,7 +53,6 @@ struct geom {
     static constexpr int W_OFF = 2 * X_BYTES;
     static constexpr int STAGE = (W_OFF + BM * WROW + 1023) / 1024 * 1024;
     static constexpr int SW_CS = BM / 2 + 4; /* SWIGLU staging row stride (floats) */
-    /* stages, the bias GEMM's two planes, SWIGLU's staging */
     static constexpr size_t smem() {
         return 1024 + (size_t)STAGES * STAGE + 2 * X_BYTES + (MODE == SWIGLU ? (size_t)BN * SW_CS * 4 : 0);
     }
