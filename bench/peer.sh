@@ -66,7 +66,11 @@ step_build() {
 }
 
 step_model() {
-    [ -f $P/model/model.safetensors ] || lilac synth --out $P/model --gguf-exact --layers "${PEER_LAYERS:-0}"
+    # synth takes --layers N >= 1 (no flag: all layers)
+    layers_opt=
+    if [ "${PEER_LAYERS:-0}" != 0 ]; then layers_opt="--layers $PEER_LAYERS"; fi
+    # shellcheck disable=SC2086 # layers_opt: zero or two words
+    [ -f $P/model/model.safetensors ] || lilac synth --out $P/model --gguf-exact $layers_opt
     lilac export-gguf $P/model $P/model.gguf 2>&1 | tee $P/export.log
     grep -q ' 0 Q4_1' $P/export.log || { echo "peer.sh: the export is not all Q4_0" >&2; exit 1; }
 }
