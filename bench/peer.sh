@@ -28,7 +28,8 @@
 # (extra bench options), PEER_ALTERNATE=length (alternate the engines at every
 # length, not per round: a model load per measurement), PEER_CONSIST_TOKENS,
 # PEER_CONSIST_SEED (the ids: a Park-Miller sequence mod the vocabulary, seed 1)
-# or PEER_CONSIST_IDS=FILE (your own, whitespace-separated).
+# or PEER_CONSIST_IDS=FILE (your own, whitespace-separated), PEER_CONSIST_F32=1 (also
+# llama.cpp on the --f32 export, CPU: small PEER_LAYERS only, 4 bytes a weight).
 # Off the GPU machine: LILAC=./lilac (instead of the bundle) and
 # LLAMA_CPP_SRC / LLAMA_CPP_LIB (an existing llama.cpp build, as for
 # tests/cli/gguf_llama.sh, instead of the build step's), e.g. on a CPU:
@@ -239,6 +240,14 @@ sys.exit(0 if "full_attention" in t.get("layer_types", []) else 1)' "$P"/model/c
     fi
     timed llama-cpu "llama.cpp, Q4_0 GGUF, CPU only" llama-cpu.out \
         "$P"/llama_logits logits "$P"/model.gguf @"$CD/ids.txt" "$CD/llama-cpu.f32" 0
+    if [ "${PEER_CONSIST_F32:-0}" = 1 ]; then
+        # the same weights dequantised: llama.cpp without its 8-bit activations (4 bytes a
+        # weight: about 17 GB at PEER_LAYERS=4, 140 GB at full size, so small models only)
+        [ -f "$P"/model-f32.gguf ] || lilac export-gguf "$P"/model "$P"/model-f32.gguf --f32 -q ||
+            die "consistency: the F32 export failed"
+        timed llama-cpu-f32 "llama.cpp, F32 GGUF (the same weights dequantised), CPU only" llama-cpu-f32.out \
+            "$P"/llama_logits logits "$P"/model-f32.gguf @"$CD/ids.txt" "$CD/llama-cpu-f32.f32" 0
+    fi
     python3 tools/consistency_report.py "$CD" || die "consistency: the report failed"
     if [ -n "${OUT:-}" ]; then
         mkdir -p "$OUT/consistency"

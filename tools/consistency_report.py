@@ -20,17 +20,21 @@ Per engine, against the reference, over the T positions (position t predicts
 ids[t+1]; perplexity uses the T-1 positions that have a next id):
   perplexity exp(mean -log p(ids[t+1])), its difference from the reference's
   in %, top-1 agreement (argmax equal; the first maximum on ties), mean and
-  max KL(ref || engine) in nats, max |logit difference| and its position.
+  max KL(ref || engine) in nats, max |logit difference| and its position, the
+  median over positions of each position's max |logit difference| (robust to
+  a few outlying positions), and how many positions differ by more than 1.
+  The JSON also has every position's KL, max |dlogit| and top-1 agreement.
 
 Exit 0 when the report is written; 1 (one line on stderr) on a malformed
 directory, logits files of the wrong size, non-finite logits, or a score JSON
 that disagrees with its logits file.  Standard library only: each row is
-reduced with map() over array('f') and math.fsum, about 10 s per engine for
-256 positions of a 248K vocabulary.
+reduced with map() over array('f') and math.fsum: about 20 s per engine for
+256 positions of a 248K vocabulary on one core of this development machine.
 """
 import json
 import math
 import os
+import statistics
 import sys
 from array import array
 from itertools import repeat
@@ -39,11 +43,13 @@ from operator import mul, sub
 NOTE = ("llama.cpp quantises the activations to 8 bits (q8_0 / q8_1 blocks of 32) inside its "
         "4-bit matrix products, on the CPU and on CUDA; lilac's CPU reference keeps them in fp32, and its "
         "CUDA backend splits them into 16-bit hi + lo planes (about fp32 accuracy) with K/V in bf16.  The "
-        "weights are the same codes in every engine (the Q4_0 export of a `synth --gguf-exact` model).  A "
-        "random-weight model amplifies activation rounding: its logits are nearly flat, so small errors flip "
-        "the argmax (lilac's CUDA prefill with bf16 activations alone, no lo plane, scored top-1 82.4% and "
-        "mean KL 0.066 on a 4-layer real-width random model: docs/PERFORMANCE.md).  These figures are what "
-        "was measured on random weights, not a prediction for the real checkpoint.")
+        "weights are the same codes in every engine (the Q4_0 export of a `synth --gguf-exact` model; "
+        "llama-cpu-f32, where it ran, is llama.cpp on the F32 export of the same weights, so without the "
+        "8-bit activations).  Random-weight models amplify activation rounding (lilac's own CUDA prefill "
+        "with bf16 activations alone, no lo plane, scored top-1 82.4% and mean KL 0.066 on a 4-layer "
+        "real-width random model: docs/PERFORMANCE.md), so these figures are what was measured on random "
+        "weights, not a prediction for the real checkpoint.  The perplexity is that of random ids under a "
+        "random model: only its difference between engines means anything.")
 
 
 class ReportError(Exception):
@@ -141,8 +147,8 @@ def compare(d, ids, runs):
     n = len(files)
     nll = [0.0] * n
     top1 = [[] for _ in range(n)]
-    kl = [[] for _ in range(n)]
-    maxd = [(0.0, 0)] * n
+    kl = [[] for _ in range(n)]  # per position
+    dmax = [[] for _ in range(n)]  # per position: max over the vocabulary of |dlogit|
     for t in range(T):
         rows = [fl.row(t) for fl in files]
         lses = [logsumexp(a, m) for a, m in rows]
@@ -151,14 +157,13 @@ def compare(d, ids, runs):
             if t + 1 < T:
                 nll[k] += lses[k] - a[ids[t + 1]]
         r, lr = rows[0][0], lses[0]
+        p = list(map(math.exp, map(sub, r, repeat(lr)))) if n > 1 else None  # the reference's probabilities
         for k in range(1, n):
             e, le = rows[k][0], lses[k]
-            # KL(p||q) = sum p (log p - log q) = sum p (r - e) - (lse_r - lse_e), p = exp(r - lse_r)
-            x = math.fsum(map(mul, map(math.exp, map(sub, r, repeat(lr))), map(sub, r, e))) - (lr - le)
-            kl[k].append(x)
-            dm = max(map(abs, map(sub, r, e)))
-            if dm > maxd[k][0]:
-                maxd[k] = (dm, t)
+            dr = list(map(sub, r, e))
+            # KL(p||q) = sum p (log p - log q) = sum p (r - e) - (lse_r - lse_e)
+            kl[k].append(math.fsum(map(mul, p, dr)) - (lr - le))
+            dmax[k].append(max(map(abs, dr)))
     for fl in files:
         fl.close()
     out = []
@@ -169,9 +174,14 @@ def compare(d, ids, runs):
              "command": run[4], "positions": T, "vocab": V, "nll": nll[k] / (T - 1), "ppl": ppl, "top1": top1[k]}
         if k:
             agree = sum(1 for a, b in zip(top1[0], top1[k]) if a == b)
+            worst = max(range(T), key=dmax[k].__getitem__)
             m.update({"ppl_diff_pct": 100.0 * (ppl / ppl_ref - 1.0), "top1_agree": agree,
                       "top1_agree_pct": 100.0 * agree / T, "kl_mean": math.fsum(kl[k]) / T, "kl_max": max(kl[k]),
-                      "max_abs_dlogit": maxd[k][0], "max_abs_dlogit_pos": maxd[k][1]})
+                      "max_abs_dlogit": dmax[k][worst], "max_abs_dlogit_pos": worst,
+                      "median_max_abs_dlogit": statistics.median(dmax[k]),
+                      "positions_over_1": sum(1 for x in dmax[k] if x > 1.0),
+                      "per_position": {"kl": kl[k], "max_abs_dlogit": dmax[k],
+                                       "top1_agree": [int(a == b) for a, b in zip(top1[0], top1[k])]}})
         out.append(m)
     return out
 
@@ -208,18 +218,19 @@ def markdown(d, env, res, skipped):
     L += [f"- vocabulary {V:,}; perplexity over the {T - 1} positions with a next id; reference: "
           f"**{ref['engine']}** ({ref['what']})", "",
           "| engine | what | perplexity | Δ perplexity vs ref | top-1 agreement | mean KL(ref ‖ engine) | max KL "
-          "| max \\|Δlogit\\| (position) | time (s) |",
-          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+          "| max \\|Δlogit\\| (position) | median of the per-position max \\|Δlogit\\| | positions > 1 apart | time (s) |",
+          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for m in res:
         sec = "–" if m["seconds"] is None else f"{m['seconds']:.1f}"
         if m is ref:
-            L.append(f"| {m['engine']} | {m['what']} | {m['ppl']:.6g} | (reference) | – | – | – | – | {sec} |")
+            L.append(f"| {m['engine']} | {m['what']} | {m['ppl']:.6g} | (reference) | – | – | – | – | – | – | {sec} |")
         else:
             L.append(f"| {m['engine']} | {m['what']} | {m['ppl']:.6g} | {m['ppl_diff_pct']:+.3f}% | "
                      f"{m['top1_agree_pct']:.2f}% ({m['top1_agree']}/{T}) | {g(m['kl_mean'])} | {g(m['kl_max'])} | "
-                     f"{g(m['max_abs_dlogit'])} ({m['max_abs_dlogit_pos']}) | {sec} |")
+                     f"{g(m['max_abs_dlogit'])} ({m['max_abs_dlogit_pos']}) | {g(m['median_max_abs_dlogit'])} | "
+                     f"{m['positions_over_1']} | {sec} |")
     for name, why in skipped:
-        L.append(f"| {name} | not run: {why} | | | | | | | |")
+        L.append(f"| {name} | not run: {why} | | | | | | | | | |")
     L += ["", f"Note: {NOTE}", "", "Commands:", "", "```sh"]
     for m in res:
         L.append(m["command"])

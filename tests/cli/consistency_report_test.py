@@ -93,6 +93,12 @@ def known_values(tmp):
     check(close(m["kl_mean"], kl0 / 3, rel=1e-5), f"mean KL (ln2 - ln5/4) / 3 ({m['kl_mean']})")
     check(close(m["max_abs_dlogit"], 2.5) and m["max_abs_dlogit_pos"] == 1,
           f"max |dlogit| 2.5 at position 1 ({m['max_abs_dlogit']} at {m['max_abs_dlogit_pos']})")
+    # per-position max |dlogit|: ln 5, 2.5, 0 -> median ln 5, two positions more than 1 apart
+    check(close(m["median_max_abs_dlogit"], ln5) and m["positions_over_1"] == 2,
+          f"median per-position max |dlogit| ln 5, 2 positions > 1 ({m['median_max_abs_dlogit']}, {m['positions_over_1']})")
+    pp = m["per_position"]
+    check(pp["top1_agree"] == [0, 1, 1] and close(pp["kl"][0], kl0, rel=1e-5) and abs(pp["kl"][2]) < 1e-12,
+          "per-position KL and top-1 agreement in the JSON")
     check(same["kl_mean"] == 0 and same["kl_max"] == 0 and same["max_abs_dlogit"] == 0 and same["ppl_diff_pct"] == 0
           and same["top1_agree"] == 3, "an identical engine: KL 0, max |dlogit| 0, ppl +0%, top-1 3/3")
     check(res["positions"] == 3 and res["reference"] == "ref" and m["vocab"] == 4 and m["seconds"] == 1.5,
