@@ -19,8 +19,8 @@ for docs/BENCHMARKS.md) and DIR/consistency.json.  bench/peer.sh's
 Per engine, against the reference, over the T positions (position t predicts
 ids[t+1]; perplexity uses the T-1 positions that have a next id):
   perplexity exp(mean -log p(ids[t+1])), its difference from the reference's
-  in %, top-1 agreement (argmax equal; the first maximum on ties), mean and
-  max KL(ref || engine) in nats, max |logit difference| and its position, the
+  in %, top-1 agreement (argmax equal; the first maximum on ties), mean,
+  median and max KL(ref || engine) in nats, max |logit difference| and its position, the
   median over positions of each position's max |logit difference| (robust to
   a few outlying positions), and how many positions differ by more than 1.
   The JSON also has every position's KL, max |dlogit| and top-1 agreement.
@@ -176,7 +176,7 @@ def compare(d, ids, runs):
             agree = sum(1 for a, b in zip(top1[0], top1[k]) if a == b)
             worst = max(range(T), key=dmax[k].__getitem__)
             m.update({"ppl_diff_pct": 100.0 * (ppl / ppl_ref - 1.0), "top1_agree": agree,
-                      "top1_agree_pct": 100.0 * agree / T, "kl_mean": math.fsum(kl[k]) / T, "kl_max": max(kl[k]),
+                      "top1_agree_pct": 100.0 * agree / T, "kl_mean": math.fsum(kl[k]) / T, "kl_median": statistics.median(kl[k]), "kl_max": max(kl[k]),
                       "max_abs_dlogit": dmax[k][worst], "max_abs_dlogit_pos": worst,
                       "median_max_abs_dlogit": statistics.median(dmax[k]),
                       "positions_over_1": sum(1 for x in dmax[k] if x > 1.0),
@@ -217,20 +217,20 @@ def markdown(d, env, res, skipped):
         L.append(f"- {k}: {v}")
     L += [f"- vocabulary {V:,}; perplexity over the {T - 1} positions with a next id; reference: "
           f"**{ref['engine']}** ({ref['what']})", "",
-          "| engine | what | perplexity | Δ perplexity vs ref | top-1 agreement | mean KL(ref ‖ engine) | max KL "
+          "| engine | what | perplexity | Δ perplexity vs ref | top-1 agreement | mean KL(ref ‖ engine) | median KL | max KL "
           "| max \\|Δlogit\\| (position) | median of the per-position max \\|Δlogit\\| | positions > 1 apart | time (s) |",
-          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for m in res:
         sec = "–" if m["seconds"] is None else f"{m['seconds']:.1f}"
         if m is ref:
-            L.append(f"| {m['engine']} | {m['what']} | {m['ppl']:.6g} | (reference) | – | – | – | – | – | – | {sec} |")
+            L.append(f"| {m['engine']} | {m['what']} | {m['ppl']:.6g} | (reference) | – | – | – | – | – | – | – | {sec} |")
         else:
             L.append(f"| {m['engine']} | {m['what']} | {m['ppl']:.6g} | {m['ppl_diff_pct']:+.3f}% | "
-                     f"{m['top1_agree_pct']:.2f}% ({m['top1_agree']}/{T}) | {g(m['kl_mean'])} | {g(m['kl_max'])} | "
+                     f"{m['top1_agree_pct']:.2f}% ({m['top1_agree']}/{T}) | {g(m['kl_mean'])} | {g(m['kl_median'])} | {g(m['kl_max'])} | "
                      f"{g(m['max_abs_dlogit'])} ({m['max_abs_dlogit_pos']}) | {g(m['median_max_abs_dlogit'])} | "
                      f"{m['positions_over_1']} | {sec} |")
     for name, why in skipped:
-        L.append(f"| {name} | not run: {why} | | | | | | | | | |")
+        L.append(f"| {name} | not run: {why} | | | | | | | | | | |")
     L += ["", f"Note: {NOTE}", "", "Commands:", "", "```sh"]
     for m in res:
         L.append(m["command"])

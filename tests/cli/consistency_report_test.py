@@ -91,6 +91,7 @@ def known_values(tmp):
     kl0 = math.log(2) - ln5 / 4
     check(close(m["kl_max"], kl0, rel=1e-5), f"max KL ln2 - ln5/4 = {kl0:.6f} ({m['kl_max']})")
     check(close(m["kl_mean"], kl0 / 3, rel=1e-5), f"mean KL (ln2 - ln5/4) / 3 ({m['kl_mean']})")
+    check(abs(m["kl_median"]) < 1e-7, f"median KL 0 (two of three positions agree in distribution: {m['kl_median']})")
     check(close(m["max_abs_dlogit"], 2.5) and m["max_abs_dlogit_pos"] == 1,
           f"max |dlogit| 2.5 at position 1 ({m['max_abs_dlogit']} at {m['max_abs_dlogit_pos']})")
     # per-position max |dlogit|: ln 5, 2.5, 0 -> median ln 5, two positions more than 1 apart
