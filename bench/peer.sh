@@ -14,26 +14,30 @@
 #   consistency teacher-forced logits of the same PEER_CONSIST_TOKENS ids (default 256) on the
 #               model step's weights: lilac --backend cpu score (the fp32 reference), lilac
 #               --backend cuda score (skipped, saying why, without a GPU), llama.cpp on the Q4_0
-#               GGUF through tools/llama_logits (built here against libllama) on the GPU (-ngl 99,
-#               when its build has one) and on the CPU alone; tools/consistency_report.py:
+#               GGUF through tools/llama_logits (compiled by this step against libllama) on the GPU
+#               (-ngl 99, when its build has one) and on the CPU alone; tools/consistency_report.py:
 #               perplexity and its difference, top-1 agreement, KL, max |dlogit| per engine
-#               -> .peer/results/consistency/consistency.md and .json (copied to $OUT)
+#               -> .peer/results/consistency/consistency.md and .json (copied to $OUT/consistency)
 #   all         build model round 1 round 2 round 3 report consistency
 #
 # Carry .peer/llama.cpp.tgz and .gpubundle.tgz to the GPU machine; each GPU call
 # may run one or more steps (a call is limited to 10 minutes: build, model and
-# each round fit one call each; `model consistency` fits one).  Knobs: PEER_LENGTHS
-# (default the ten 256..128K), PEER_TOKENS (decode tokens, 64), PEER_LAYERS (synth
-# layers, 0 = all), PEER_LLAMA_ARGS (default "-fa 1 -ngl 99"), PEER_LILAC_ARGS
-# (extra bench options), PEER_ALTERNATE=length (alternate the engines at every
-# length, not per round: a model load per measurement), PEER_CONSIST_TOKENS,
-# PEER_CONSIST_SEED (the ids: a Park-Miller sequence mod the vocabulary, seed 1)
-# or PEER_CONSIST_IDS=FILE (your own, whitespace-separated), PEER_CONSIST_F32=1 (also
-# llama.cpp on the --f32 export, CPU: small PEER_LAYERS only, 4 bytes a weight).
+# each round fit one call each; `model consistency` should fit one, estimated
+# 5-8 minutes: docs/BENCHMARKS.md).
+# Knobs: PEER_LENGTHS (default the ten 256..128K), PEER_TOKENS (decode tokens,
+# 64), PEER_LAYERS (synth layers, 0 = all; the consistency step needs >= 4, a
+# full-attention layer, for llama.cpp), PEER_LLAMA_ARGS (default "-fa 1 -ngl
+# 99"), PEER_LILAC_ARGS (extra bench options), PEER_ALTERNATE=length (alternate
+# the engines at every length, not per round: a model load per measurement),
+# PEER_CONSIST_TOKENS, PEER_CONSIST_SEED (the ids: a Park-Miller sequence mod
+# the vocabulary, seed 1) or PEER_CONSIST_IDS=FILE (your own, whitespace-
+# separated), PEER_CONSIST_F32=1 (also llama.cpp on the --f32 export, on the
+# CPU: small PEER_LAYERS only, 4 bytes a weight), PEER_DIR (instead of .peer),
+# PEER_SYNTH_CONFIG=DIR (synth another config.json's shapes, e.g. the tiny one).
 # Off the GPU machine: LILAC=./lilac (instead of the bundle) and
 # LLAMA_CPP_SRC / LLAMA_CPP_LIB (an existing llama.cpp build, as for
 # tests/cli/gguf_llama.sh, instead of the build step's), e.g. on a CPU:
-#   LILAC=./lilac LLAMA_CPP_SRC=DIR/llama.cpp LLAMA_CPP_LIB=DIR/build/bin PEER_LAYERS=2 \
+#   LILAC=./lilac LLAMA_CPP_SRC=DIR/llama.cpp LLAMA_CPP_LIB=DIR/build/bin PEER_LAYERS=4 \
 #       sh bench/peer.sh model consistency
 set -eu
 cd "$(dirname "$0")/.."
