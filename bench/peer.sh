@@ -5,82 +5,112 @@
 #   pack        (here, with network) llama.cpp from the llama-cpp-python 0.3.36 sdist (vendors
 #               llama.cpp 0c1e57098, which has qwen35moe), trimmed to what llama-bench needs,
 #               -> .peer/llama.cpp.tgz; and the lilac GPU bundle (tools/gpu_bundle.sh)
-#   build       (GPU) llama-bench with CUDA for sm_90 -> .peer/llama-build/bin/llama-bench
+#   build       (GPU) llama-bench and libllama (shared) with CUDA for sm_90 -> .peer/llama-build/bin/
 #   model       (GPU) lilac synth --gguf-exact (full size, or PEER_LAYERS) -> .peer/model,
 #               lilac export-gguf -> .peer/model.gguf (all Q4_0: the same codes and bytes)
 #   round N     (GPU) one round: lilac's sweep and llama-bench's, in alternating order
 #               (odd rounds lilac first), every length once; JSON under .peer/results/roundN
 #   report      table (.peer/results/peer.md) and plot (peer.png) over the rounds
-#   all         build model round 1 round 2 round 3 report
+#   consistency teacher-forced logits of the same PEER_CONSIST_TOKENS ids (default 256) on the
+#               model step's weights: lilac --backend cpu score (the fp32 reference), lilac
+#               --backend cuda score (skipped, saying why, without a GPU), llama.cpp on the Q4_0
+#               GGUF through tools/llama_logits (compiled by this step against libllama) on the GPU
+#               (-ngl 99, when its build has one) and on the CPU alone; tools/consistency_report.py:
+#               perplexity and its difference, top-1 agreement, KL, max |dlogit| per engine
+#               -> .peer/results/consistency/consistency.md and .json (copied to $OUT/consistency)
+#   all         build model round 1 round 2 round 3 report consistency
 #
 # Carry .peer/llama.cpp.tgz and .gpubundle.tgz to the GPU machine; each GPU call
 # may run one or more steps (a call is limited to 10 minutes: build, model and
-# each round fit one call each).  Knobs: PEER_LENGTHS (default the ten
-# 256..128K), PEER_TOKENS (decode tokens, 64), PEER_LAYERS (synth layers, 0 = all),
-# PEER_LLAMA_ARGS (default "-fa 1 -ngl 99"), PEER_LILAC_ARGS (extra bench options),
-# PEER_ALTERNATE=length (alternate the engines at every length, not per round:
-# a model load per measurement).
+# each round fit one call each; `model consistency` should fit one, estimated
+# 5-8 minutes: docs/BENCHMARKS.md).
+# Knobs: PEER_LENGTHS (default the ten 256..128K), PEER_TOKENS (decode tokens,
+# 64), PEER_LAYERS (synth layers, 0 = all; the consistency step needs >= 4, a
+# full-attention layer, for llama.cpp), PEER_LLAMA_ARGS (default "-fa 1 -ngl
+# 99"), PEER_LILAC_ARGS (extra bench options), PEER_ALTERNATE=length (alternate
+# the engines at every length, not per round: a model load per measurement),
+# PEER_CONSIST_TOKENS, PEER_CONSIST_SEED (the ids: a Park-Miller sequence mod
+# the vocabulary, seed 1) or PEER_CONSIST_IDS=FILE (your own, whitespace-
+# separated), PEER_CONSIST_F32=1 (also llama.cpp on the --f32 export, on the
+# CPU: small PEER_LAYERS only, 4 bytes a weight), PEER_DIR (instead of .peer),
+# PEER_SYNTH_CONFIG=DIR (synth another config.json's shapes, e.g. the tiny one).
+# Off the GPU machine: LILAC=./lilac (instead of the bundle) and
+# LLAMA_CPP_SRC / LLAMA_CPP_LIB (an existing llama.cpp build, as for
+# tests/cli/gguf_llama.sh, instead of the build step's), e.g. on a CPU:
+#   LILAC=./lilac LLAMA_CPP_SRC=DIR/llama.cpp LLAMA_CPP_LIB=DIR/build/bin PEER_LAYERS=4 \
+#       sh bench/peer.sh model consistency
 set -eu
 cd "$(dirname "$0")/.."
-P=.peer
+P=${PEER_DIR:-.peer}
 LENGTHS=${PEER_LENGTHS:-256,512,1024,2048,4096,8192,16384,32768,65536,131072}
 TOKENS=${PEER_TOKENS:-64}
 LLAMA_ARGS=${PEER_LLAMA_ARGS:--fa 1 -ngl 99}
 LILAC_ARGS=${PEER_LILAC_ARGS:-}
 SDIST=llama_cpp_python-0.3.36
 B=.gpubundle
+LLAMA_SRC=${LLAMA_CPP_SRC:-$P/src/llama.cpp}
+LLAMA_LIB=${LLAMA_CPP_LIB:-$P/llama-build/bin}
+die() { echo "peer.sh: $*" >&2; exit 1; }
 lilac() {
+    if [ -n "${LILAC:-}" ]; then "$LILAC" "$@"; return; fi
+    [ -x $B/lilac ] || [ -f $B.tgz ] || die "no lilac: carry $B.tgz (sh tools/gpu_bundle.sh) or set LILAC=path/to/lilac"
     [ -x $B/lilac ] || tar -xzf $B.tgz
     LD_LIBRARY_PATH=$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} $B/lilac "$@"
 }
-llama_bench() { $P/llama-build/bin/llama-bench "$@"; }
+llama_bench() { "$P"/llama-build/bin/llama-bench "$@"; }
 
 step_pack() {
-    mkdir -p $P/src
-    if [ ! -f $P/$SDIST.tar.gz ]; then
-        pip download llama-cpp-python==0.3.36 --no-binary :all: --no-deps -d $P
+    mkdir -p "$P"/src
+    if [ ! -f "$P"/$SDIST.tar.gz ]; then
+        pip download llama-cpp-python==0.3.36 --no-binary :all: --no-deps -d "$P"
     fi
-    rm -rf $P/src/llama.cpp
-    tar -xzf $P/$SDIST.tar.gz -C $P/src $SDIST/vendor/llama.cpp
-    mv $P/src/$SDIST/vendor/llama.cpp $P/src/llama.cpp
-    rm -rf $P/src/$SDIST
+    rm -rf "$P"/src/llama.cpp
+    tar -xzf "$P"/$SDIST.tar.gz -C "$P"/src $SDIST/vendor/llama.cpp
+    mv "$P"/src/$SDIST/vendor/llama.cpp "$P"/src/llama.cpp
+    rm -rf "$P"/src/$SDIST
     # llama-bench needs the library, ggml (CPU + CUDA), common and vendor/; the
     # models, docs, tests, examples and the other tools stay behind
-    (cd $P/src/llama.cpp && rm -rf models docs tests examples benches media pocs gguf-py conversion scripts/*.py \
+    (cd "$P"/src/llama.cpp && rm -rf models docs tests examples benches media pocs gguf-py conversion scripts/*.py \
         ggml/src/ggml-vulkan ggml/src/ggml-sycl ggml/src/ggml-opencl ggml/src/ggml-cann ggml/src/ggml-musa \
         ggml/src/ggml-metal ggml/src/ggml-webgpu ggml/src/ggml-zdnn ggml/src/ggml-hexagon &&
         find tools -mindepth 1 -maxdepth 1 ! -name llama-bench ! -name CMakeLists.txt -exec rm -rf {} + &&
         echo 'add_subdirectory(llama-bench)' > tools/CMakeLists.txt)
-    tar -czf $P/llama.cpp.tgz -C $P/src llama.cpp
+    tar -czf "$P"/llama.cpp.tgz -C "$P"/src llama.cpp
     sh tools/gpu_bundle.sh
-    du -sh $P/llama.cpp.tgz .gpubundle.tgz
+    du -sh "$P"/llama.cpp.tgz .gpubundle.tgz
 }
 
 step_build() {
-    [ -d $P/src/llama.cpp ] || { mkdir -p $P/src && tar -xzf $P/llama.cpp.tgz -C $P/src; }
-    cmake -S $P/src/llama.cpp -B $P/llama-build -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    [ -d "$P"/src/llama.cpp ] || { mkdir -p "$P"/src && tar -xzf "$P"/llama.cpp.tgz -C "$P"/src; }
+    cmake -S "$P"/src/llama.cpp -B "$P"/llama-build -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
         -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-        -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_COMMON=ON -DBUILD_SHARED_LIBS=OFF >$P/llama-cmake.log
-    cmake --build $P/llama-build --target llama-bench -j"$(nproc)" >$P/llama-build.log
+        -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_COMMON=ON -DBUILD_SHARED_LIBS=ON >"$P"/llama-cmake.log
+    # shared: the consistency step's tools/llama_logits links the same libllama
+    cmake --build "$P"/llama-build --target llama-bench llama -j"$(nproc)" >"$P"/llama-build.log
     llama_bench --help | head -n 3
 }
 
 step_model() {
-    [ -f $P/model/model.safetensors ] || lilac synth --out $P/model --gguf-exact --layers "${PEER_LAYERS:-0}"
-    lilac export-gguf $P/model $P/model.gguf 2>&1 | tee $P/export.log
-    grep -q ' 0 Q4_1' $P/export.log || { echo "peer.sh: the export is not all Q4_0" >&2; exit 1; }
+    # synth takes --layers N >= 1 (no flag: all); PEER_SYNTH_CONFIG: another config.json's shapes
+    layers_opt=
+    if [ "${PEER_LAYERS:-0}" != 0 ]; then layers_opt="--layers $PEER_LAYERS"; fi
+    # shellcheck disable=SC2086 # layers_opt: zero or two words
+    [ -f "$P"/model/model.safetensors ] || lilac synth --out "$P"/model --gguf-exact $layers_opt \
+        ${PEER_SYNTH_CONFIG:+--config "$PEER_SYNTH_CONFIG"}
+    lilac export-gguf "$P"/model "$P"/model.gguf 2>&1 | tee "$P"/export.log
+    grep -q ' 0 Q4_1' "$P"/export.log || { echo "peer.sh: the export is not all Q4_0" >&2; exit 1; }
 }
 
 # shellcheck disable=SC2086 # LILAC_ARGS and LLAMA_ARGS are option lists: split on purpose
 run_lilac() { # OUT.json [bench options]
     out=$1
     shift
-    lilac bench --model $P/model -n "$TOKENS" --repeats 1 --no-profile --json "$out" $LILAC_ARGS "$@" >"${out%.json}.md"
+    lilac bench --model "$P"/model -n "$TOKENS" --repeats 1 --no-profile --json "$out" $LILAC_ARGS "$@" >"${out%.json}.md"
 }
 # shellcheck disable=SC2086
 run_llama() { # OUT.json prefill|decode LENGTHS
-    if [ "$2" = prefill ]; then llama_bench -m $P/model.gguf $LLAMA_ARGS -p "$3" -n 0 -r 1 -o json >"$1"
-    else llama_bench -m $P/model.gguf $LLAMA_ARGS -p 0 -n "$TOKENS" -d "$3" -r 1 -o json >"$1"; fi
+    if [ "$2" = prefill ]; then llama_bench -m "$P"/model.gguf $LLAMA_ARGS -p "$3" -n 0 -r 1 -o json >"$1"
+    else llama_bench -m "$P"/model.gguf $LLAMA_ARGS -p 0 -n "$TOKENS" -d "$3" -r 1 -o json >"$1"; fi
 }
 
 step_round() {
@@ -114,14 +144,123 @@ step_round() {
 }
 
 step_report() {
-    python3 tools/peer_report.py $P/results
+    python3 tools/peer_report.py "$P"/results
     if [ -n "${OUT:-}" ]; then
-        cp $P/results/peer.md $P/results/peer.json "$OUT"/
-        if [ -f $P/results/peer.png ]; then cp $P/results/peer.png "$OUT"/; fi
+        cp "$P"/results/peer.md "$P"/results/peer.json "$OUT"/
+        if [ -f "$P"/results/peer.png ]; then cp "$P"/results/peer.png "$OUT"/; fi
     fi
 }
 
-[ $# -gt 0 ] || { sed -n '2,26p' "$0"; exit 2; }
+# consistency: every engine's logits of the same ids, against lilac's fp32 CPU backend
+build_llama_logits() { # -> $P/llama_logits, against $LLAMA_SRC / $LLAMA_LIB
+    if ! { [ -f "$LLAMA_SRC/include/llama.h" ] && [ -e "$LLAMA_LIB/libllama.so" ]; }; then
+        die "no llama.cpp build at LLAMA_CPP_SRC=$LLAMA_SRC, LLAMA_CPP_LIB=$LLAMA_LIB (run the build step, or set both)"
+    fi
+    cc -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -I "$LLAMA_SRC/include" -I "$LLAMA_SRC/ggml/include" \
+        tools/llama_logits.c -o "$P"/llama_logits -L "$LLAMA_LIB" -lllama -lggml -lggml-base \
+        -Wl,-rpath,"$(cd "$LLAMA_LIB" && pwd)" || die "tools/llama_logits.c does not build against $LLAMA_LIB"
+}
+
+# timed NAME WHAT STDOUT CMD...: runs CMD (stdout to STDOUT, under $CD), appends NAME's
+# line to runs.tsv: its logits file NAME.f32, the wall time, the command as run
+timed() {
+    name=$1 what=$2 stdout=$3
+    shift 3
+    echo "peer: consistency: $name: $* > $CD/$stdout"
+    t0=$(date +%s.%N)
+    "$@" >"$CD/$stdout" || die "consistency: $name failed ($(tail -n 3 "$CD/$stdout" | tr '\n' ' ')): $*"
+    t1=$(date +%s.%N)
+    [ -s "$CD/$name.f32" ] || die "consistency: $name wrote no $CD/$name.f32"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$name.f32" "$what" "$(echo "$t0 $t1" | awk '{printf "%.1f", $2 - $1}')" \
+        "$* > $CD/$stdout" >>"$CD/runs.tsv"
+}
+
+step_consistency() {
+    CD=$P/results/consistency
+    n=${PEER_CONSIST_TOKENS:-256}
+    if ! { [ -f "$P"/model/config.json ] && [ -f "$P"/model.gguf ]; }; then
+        die "consistency: no $P/model and $P/model.gguf: run the model step first"
+    fi
+    vocab=$(python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); print(c.get("text_config", c)["vocab_size"])' \
+        "$P"/model/config.json) || die "consistency: no vocab_size in $P/model/config.json"
+    if [ -n "${PEER_CONSIST_IDS:-}" ]; then
+        awk '{ for (i = 1; i <= NF; i++) print $i }' "$PEER_CONSIST_IDS" >"$P"/ids.tmp ||
+            die "consistency: cannot read $PEER_CONSIST_IDS"
+        ids_from="from $PEER_CONSIST_IDS"
+    else
+        # Park-Miller: every product below 2^53, so any awk gives the same ids
+        awk -v n="$n" -v x="${PEER_CONSIST_SEED:-1}" -v V="$vocab" \
+            'BEGIN { for (i = 0; i < n; i++) { x = (x * 16807) % 2147483647; printf "%d\n", x % V } }' >"$P"/ids.tmp
+        ids_from="Park-Miller x = 16807 x mod (2^31 - 1), seed ${PEER_CONSIST_SEED:-1}, id = x mod $vocab"
+    fi
+    rm -rf "$CD"
+    mkdir -p "$CD"
+    mv "$P"/ids.tmp "$CD/ids.txt"
+    n=$(wc -l <"$CD/ids.txt" | tr -d ' ')
+    [ "$n" -ge 2 ] || die "consistency: $n ids; need at least 2"
+    [ "$n" -ge 192 ] || echo "peer: consistency: note: $n positions, fewer than the issue's 192"
+    build_llama_logits
+    layers=$(python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); print(c.get("text_config", c)["num_hidden_layers"])' \
+        "$P"/model/config.json)
+    # llama.cpp 0c1e57098 aborts (GGML_ASSERT(buffer) in llama_kv_cache::set_input_k_idxs) on a
+    # qwen35moe model without a full-attention layer, e.g. PEER_LAYERS=2
+    if ! python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); t = c.get("text_config", c)
+sys.exit(0 if "full_attention" in t.get("layer_types", []) else 1)' "$P"/model/config.json; then
+        die "consistency: $P/model ($layers layers) has no full-attention layer, which llama.cpp cannot run: PEER_LAYERS >= 4"
+    fi
+    gpu=$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null | head -n 1)
+    {
+        echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+        echo "machine: $(uname -srm), $(nproc) cores available, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
+        echo "cpu: $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+        echo "gpu: ${gpu:-none (no nvidia-smi, or it found no GPU)}"
+        echo "model: lilac synth --gguf-exact, $layers layers ($P/model), exported Q4_0 by lilac export-gguf ($P/model.gguf)"
+        echo "ids: $n, $ids_from"
+        echo "lilac: $(lilac --version | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
+        echo "llama.cpp: 0c1e57098 as vendored by llama-cpp-python 0.3.36 (LLAMA_CPP_LIB=$LLAMA_LIB); $("$P"/llama_logits info | grep '^device:' | sed 's/^device: //' | tr '\n' ';' | sed 's/;$//; s/;/, /g')"
+        echo "llama.cpp system: $("$P"/llama_logits info | sed -n 's/^system: //p')"
+        echo "lilac binary: ${LILAC:-$B/lilac (from $B.tgz)}; script: sh bench/peer.sh consistency; report: tools/consistency_report.py $CD"
+    } >"$CD/env.txt"
+    : >"$CD/runs.tsv"
+    : >"$CD/skipped.tsv"
+    timed cpu "lilac, CPU backend (fp32)" cpu.json lilac --backend cpu score --model "$P"/model --ids @"$CD/ids.txt" \
+        --logits-out "$CD/cpu.f32"
+    if ! lilac --version | grep -q '^backends:.*cuda'; then
+        printf 'cuda\tthis lilac is built without the CUDA backend\n' >>"$CD/skipped.tsv"
+        echo "peer: consistency: cuda: skipped (lilac built without CUDA)"
+    elif lilac --version | grep -q '^gpu: none'; then
+        printf 'cuda\tno GPU (%s)\n' "$(lilac --version | sed -n 's/^gpu: none: //p')" >>"$CD/skipped.tsv"
+        echo "peer: consistency: cuda: skipped (no GPU)"
+    else
+        timed cuda "lilac, CUDA backend" cuda.json lilac --backend cuda score --model "$P"/model --ids @"$CD/ids.txt" \
+            --logits-out "$CD/cuda.f32"
+    fi
+    if "$P"/llama_logits info | grep -q 'type=gpu'; then
+        timed llama-cuda "llama.cpp, Q4_0 GGUF, all layers on the GPU" llama-cuda.out \
+            "$P"/llama_logits logits "$P"/model.gguf @"$CD/ids.txt" "$CD/llama-cuda.f32" 99
+    else
+        printf 'llama-cuda\tthis llama.cpp build has no GPU device\n' >>"$CD/skipped.tsv"
+        echo "peer: consistency: llama-cuda: skipped (no GPU device in the llama.cpp build)"
+    fi
+    timed llama-cpu "llama.cpp, Q4_0 GGUF, CPU only" llama-cpu.out \
+        "$P"/llama_logits logits "$P"/model.gguf @"$CD/ids.txt" "$CD/llama-cpu.f32" 0
+    if [ "${PEER_CONSIST_F32:-0}" = 1 ]; then
+        # the same weights dequantised: llama.cpp without its 8-bit activations (4 bytes a
+        # weight: about 17 GB at PEER_LAYERS=4, 140 GB at full size, so small models only)
+        [ -f "$P"/model-f32.gguf ] || lilac export-gguf "$P"/model "$P"/model-f32.gguf --f32 -q ||
+            die "consistency: the F32 export failed"
+        timed llama-cpu-f32 "llama.cpp, F32 GGUF (the same weights dequantised), CPU only" llama-cpu-f32.out \
+            "$P"/llama_logits logits "$P"/model-f32.gguf @"$CD/ids.txt" "$CD/llama-cpu-f32.f32" 0
+    fi
+    python3 tools/consistency_report.py "$CD" || die "consistency: the report failed"
+    if [ -n "${OUT:-}" ]; then
+        mkdir -p "$OUT/consistency"
+        cp "$CD"/consistency.md "$CD"/env.txt "$CD"/runs.tsv "$CD"/skipped.tsv "$CD"/ids.txt \
+            "$CD"/*.json "$OUT/consistency/"
+    fi
+}
+
+[ $# -gt 0 ] || { sed -n '2,/^set -eu/p' "$0" | sed '$d'; exit 2; }
 while [ $# -gt 0 ]; do
     s=$1
     shift
@@ -131,7 +270,8 @@ while [ $# -gt 0 ]; do
     model) step_model ;;
     round) [ $# -gt 0 ] || { echo "peer.sh: round N" >&2; exit 2; }; step_round "$1"; shift ;;
     report) step_report ;;
-    all) step_build; step_model; step_round 1; step_round 2; step_round 3; step_report ;;
+    consistency) step_consistency ;;
+    all) step_build; step_model; step_round 1; step_round 2; step_round 3; step_report; step_consistency ;;
     *) echo "peer.sh: unknown step $s" >&2; exit 2 ;;
     esac
 done

@@ -2,10 +2,16 @@
  * against llama.cpp itself (tools/gguf_check.py builds and runs it; it is
  * never part of lilac).
  *
- *   llama_logits logits MODEL.gguf IDS OUT.bin [GPU_LAYERS]
- *       teacher-forced logits of the comma-separated token ids, one batch,
+ *   llama_logits logits MODEL.gguf IDS OUT.bin [GPU_LAYERS [THREADS]]
+ *       teacher-forced logits of the token ids (comma-separated, or @FILE
+ *       with whitespace-separated ids), one batch,
  *       every position: float32 [n, vocab] to OUT.bin (K/V cache in F32,
- *       flash attention off, so only the weights and the arithmetic differ)
+ *       flash attention off, so only the weights and the arithmetic differ).
+ *       GPU_LAYERS 0 (the default) is the CPU alone, even in a CUDA build: no
+ *       GPU device, no operation offload, K/V on the host; THREADS defaults
+ *       to the online cores
+ *   llama_logits info
+ *       llama.cpp's system info and its devices, one "device:" line each
  *   llama_logits dequant A.gguf B.gguf
  *       every tensor of A dequantised by ggml's own to_float and compared bit
  *       for bit with B's tensor of the same name; exit 1 on any difference */
@@ -13,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ggml.h"
 #include "gguf.h"
@@ -23,29 +30,53 @@ static void quiet_log(enum ggml_log_level level, const char *text, void *ud) {
     if (level >= GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
 }
 
-static int logits(const char *model_path, const char *ids_arg, const char *out, int gpu_layers) {
+/* the text of @FILE (ids separated by whitespace, as `lilac score --ids @FILE`
+ * reads them) with every whitespace character made a comma */
+static char *ids_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return fprintf(stderr, "llama_logits: %s: cannot open\n", path), NULL;
+    size_t cap = 4096, len = 0;
+    char *s = malloc(cap);
+    for (int c; s && (c = fgetc(f)) != EOF;) {
+        if (len + 2 > cap) s = realloc(s, cap *= 2);
+        if (s) s[len++] = (c == ' ' || c == '\n' || c == '\t' || c == '\r') ? ',' : (char)c;
+    }
+    fclose(f);
+    if (!s) return fprintf(stderr, "llama_logits: out of memory\n"), NULL;
+    while (len && s[len - 1] == ',') len--;
+    s[len] = 0;
+    return s;
+}
+
+static int logits(const char *model_path, const char *ids_arg, const char *out, int gpu_layers, int threads) {
     int cap = 16, n = 0;
     llama_token *ids = malloc((size_t)cap * sizeof *ids);
-    for (const char *p = ids_arg; *p;) {
+    char *text = ids_arg[0] == '@' ? ids_file(ids_arg + 1) : NULL;
+    if (ids_arg[0] == '@' && !text) return 2;
+    for (const char *p = text ? text + strspn(text, ",") : ids_arg; *p;) {
         char *end;
         long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > INT32_MAX) return fprintf(stderr, "llama_logits: bad id at \"%s\"\n", p), 2;
+        if (end == p || v < 0 || v > INT32_MAX) return fprintf(stderr, "llama_logits: bad id at \"%.20s\"\n", p), 2;
         if (n == cap) ids = realloc(ids, (size_t)(cap *= 2) * sizeof *ids);
         ids[n++] = (llama_token)v;
+        while (*end == ',' && end[1] == ',') end++; /* runs of whitespace in a file */
         p = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') return fprintf(stderr, "llama_logits: unexpected \"%s\"\n", end), 2;
+        if (*end && *end != ',') return fprintf(stderr, "llama_logits: unexpected \"%.20s\"\n", end), 2;
     }
+    free(text);
     if (!n) return fprintf(stderr, "llama_logits: no ids\n"), 2;
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = gpu_layers;
+    if (gpu_layers == 0) mp.split_mode = LLAMA_SPLIT_MODE_NONE, mp.main_gpu = -1; /* no GPU device at all */
     struct llama_model *model = llama_model_load_from_file(model_path, mp);
     if (!model) return fprintf(stderr, "llama_logits: %s: llama.cpp cannot load it\n", model_path), 1;
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t)n + 16;
     cp.n_batch = cp.n_ubatch = (uint32_t)n;
     cp.n_seq_max = 1;
-    cp.n_threads = cp.n_threads_batch = 2;
+    cp.n_threads = cp.n_threads_batch = threads;
+    if (gpu_layers == 0) cp.offload_kqv = false, cp.op_offload = false;
     cp.type_k = cp.type_v = GGML_TYPE_F32;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     struct llama_context *ctx = llama_init_from_model(model, cp);
@@ -119,10 +150,29 @@ static int dequant(const char *pa, const char *pb) {
     return bad ? 1 : 0;
 }
 
+static int info(void) {
+    static const char *kind[] = {"cpu", "gpu", "igpu", "accel", "meta"};
+    llama_backend_init();
+    printf("system: %s\n", llama_print_system_info());
+    for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+        ggml_backend_dev_t d = ggml_backend_dev_get(i);
+        const unsigned t = (unsigned)ggml_backend_dev_type(d);
+        printf("device: %s (%s) type=%s\n", ggml_backend_dev_name(d), ggml_backend_dev_description(d),
+               t < sizeof kind / sizeof kind[0] ? kind[t] : "other");
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     llama_log_set(quiet_log, NULL);
-    if (argc >= 5 && strcmp(argv[1], "logits") == 0) return logits(argv[2], argv[3], argv[4], argc > 5 ? atoi(argv[5]) : 0);
+    if (argc >= 5 && argc <= 7 && strcmp(argv[1], "logits") == 0) {
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        const int gl = argc > 5 ? atoi(argv[5]) : 0, th = argc > 6 ? atoi(argv[6]) : cores > 0 ? (int)cores : 1;
+        if (gl < 0 || th < 1) return fprintf(stderr, "llama_logits: GPU_LAYERS >= 0, THREADS >= 1\n"), 2;
+        return logits(argv[2], argv[3], argv[4], gl, th);
+    }
     if (argc == 4 && strcmp(argv[1], "dequant") == 0) return dequant(argv[2], argv[3]);
-    fprintf(stderr, "usage: llama_logits logits MODEL.gguf IDS OUT.bin [GPU_LAYERS] | dequant A.gguf B.gguf\n");
+    if (argc == 2 && strcmp(argv[1], "info") == 0) return info();
+    fprintf(stderr, "usage: llama_logits logits MODEL.gguf IDS OUT.bin [GPU_LAYERS [THREADS]] | dequant A.gguf B.gguf | info\n");
     return 2;
 }
