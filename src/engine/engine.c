@@ -140,6 +140,7 @@ void lilac_session_free(lilac_session *s) {
     if (s->st) s->g->ops->state_free(s->g->be, s->st);
     free(s->tokens);
     free(s->logits);
+    free(s->allow);
     lilac_sampler_free(&s->sampler);
     free(s);
 }
@@ -234,7 +235,7 @@ static lilac_status gen_run(lilac_session *s, const lilac_gen_params *p, lilac_t
     const lilac_sampling *sp = &p->sampling;
     *n_out = 0;
     *why = LILAC_FINISH_LENGTH;
-    if (s->g->ops->generate && p->max_tokens > 0) {
+    if (s->g->ops->generate && p->max_tokens > 0 && !p->constraint) {
         /* Generation on the device: no per-token round trip.  It declines
          * (EUNSUPPORTED) what it does not do, and the host loop runs. */
         int32_t *out = malloc((size_t)(s->cap + 1) * sizeof *out);
@@ -251,11 +252,22 @@ static lilac_status gen_run(lilac_session *s, const lilac_gen_params *p, lilac_t
         free(out);
     }
     const int len = lilac_session_len(s);
+    const lilac_constraint *k = p->constraint;
+    if (k && !s->allow && !(s->allow = malloc((size_t)(c->vocab_size + 31) / 32 * sizeof *s->allow)))
+        return lilac_fail(e, LILAC_ENOMEM, "constraint mask");
     lilac_sampler_begin(&s->sampler, sp, s->tokens, len);
     for (int i = len - p->n_prior_gen; i < len; i++) lilac_sampler_accept(&s->sampler, s->tokens[i]);
     for (int i = 0; i < p->max_tokens; i++) {
         lilac_token_info t = {0};
-        t.id = lilac_sampler_pick(&s->sampler, sp, s->logits);
+        int mk = k ? k->mask(k->ctx, s->allow) : LILAC_MASK_ALL;
+        if (mk == LILAC_MASK_ERROR) return lilac_fail(e, LILAC_EINVAL, "constrained decoding: the constraint failed");
+        if (mk == LILAC_MASK_NONE) { /* the constraint is complete and allows no end id */
+            *why = LILAC_FINISH_EOS;
+            return LILAC_OK;
+        }
+        t.id = lilac_sampler_pick_masked(&s->sampler, sp, s->logits, mk == LILAC_MASK_SOME ? s->allow : NULL);
+        if (k && k->accept(k->ctx, t.id))
+            return lilac_fail(e, LILAC_EINVAL, "constrained decoding: token %d was not allowed", t.id);
         t.index = i;
         if (p->logprobs || p->top_logprobs)
             lilac_logprobs(s->logits, c->vocab_size, t.id, p->top_logprobs, &t, s->sampler.idx);
@@ -410,6 +422,8 @@ static lilac_status gen_budget(lilac_session *s, const lilac_gen_params *p, lila
         ti[i].id = p->think_end[i];
         ti[i].index = n;
         ti[i].forced = 1;
+        if (p->constraint && p->constraint->accept(p->constraint->ctx, ti[i].id))
+            return lilac_fail(e, LILAC_EINVAL, "constrained decoding: the closing token %d was not allowed", ti[i].id);
         n++;
         *n_out = n;
         if (cb && cb(ctx, &ti[i])) {
