@@ -139,8 +139,8 @@ int lg_matcher_accept_bytes(lg_matcher *m, const char *p, size_t n);
 /* The grammar can end here; it can end and nothing else may follow. */
 int lg_matcher_can_end(const lg_matcher *m);
 int lg_matcher_finished(const lg_matcher *m);
-/* Positions classified so far and their memory, for reports. */
-void lg_matcher_stats(const lg_matcher *m, int *positions, size_t *bytes);
+/* Positions of g classified so far and their memory, for reports. */
+void lg_cache_stats(const lg_grammar *g, int *positions, size_t *bytes);
 
 /* 1 when the whole of text[0..n) is a sentence of g (tests). */
 int lg_match_text(lg_grammar *g, const char *text, size_t n);

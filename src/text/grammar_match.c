@@ -337,9 +337,7 @@ int lg_matcher_accept(lg_matcher *m, int32_t id) {
 int lg_matcher_can_end(const lg_matcher *m) { return !m->finished && m->cur.accept; }
 int lg_matcher_finished(const lg_matcher *m) { return m->finished || (m->cur.n == 0 && m->cur.accept); }
 
-void lg_matcher_stats(const lg_matcher *m, int *positions, size_t *bytes) {
-    *bytes = lg_cache_bytes(m->g->cache, positions);
-}
+void lg_cache_stats(const lg_grammar *g, int *positions, size_t *bytes) { *bytes = lg_cache_bytes(g->cache, positions); }
 
 int lg_match_text(lg_grammar *g, const char *text, size_t n) {
     lg_matcher *m = NULL;
