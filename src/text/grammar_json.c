@@ -127,6 +127,102 @@ static int strbody(lg_grammar *g) {
     return body;
 }
 
+/* The text of a string of min..max characters (max < 0: no bound) after the
+ * opening quote, the closing quote included: B_k for k characters written,
+ *   B_k ::= "\"" [k >= min] | char B_{k+1} | escape B_{k+1}   [k < max]
+ * and from min on without a bound, the free body (strbody).  One rule per
+ * count, so the mask classifies each count once. */
+int lg_json_string_len(lg_grammar *g, int min, int max) {
+    int top = max >= 0 ? max : min, next = max >= 0 ? -1 : strbody(g), r = -1;
+    lg_class ch, esc, hex, hex_nd, d07, dd;
+    lg_class_json_char(&ch);
+    lg_class_clear(&esc);
+    for (const char *p = "\"\\/bfnrt"; *p; p++) lg_class_add(&esc, *p, *p);
+    lg_class_clear(&hex);
+    lg_class_add(&hex, '0', '9');
+    lg_class_add(&hex, 'a', 'f');
+    lg_class_add(&hex, 'A', 'F');
+    hex_nd = hex;
+    lg_class_del(&hex_nd, 'd', 'd');
+    lg_class_del(&hex_nd, 'D', 'D');
+    lg_class_digits(&d07, 0, 7);
+    lg_class_clear(&dd);
+    lg_class_add(&dd, 'd', 'd');
+    lg_class_add(&dd, 'D', 'D');
+    for (int k = top; k >= 0; k--) {
+        if (k == top && max < 0) {
+            r = next; /* B_min: the free body */
+            continue;
+        }
+        r = lg_rule(g, "strlen");
+        lg_seq s = {0};
+        if (k >= min) lg_alt_str(g, r, "\"");
+        if (k < top) {
+            lg_seq_class(g, &s, &ch, 0);
+            lg_seq_rule(g, &s, next);
+            lg_alt(g, r, &s);
+            lg_seq_str(g, &s, "\\");
+            lg_seq_class(g, &s, &esc, 0);
+            lg_seq_rule(g, &s, next);
+            lg_alt(g, r, &s);
+            lg_seq_str(g, &s, "\\u");
+            lg_seq_class(g, &s, &hex_nd, 0);
+            lg_seq_class(g, &s, &hex, 0);
+            lg_seq_class(g, &s, &hex, 0);
+            lg_seq_class(g, &s, &hex, 0);
+            lg_seq_rule(g, &s, next);
+            lg_alt(g, r, &s);
+            lg_seq_str(g, &s, "\\u");
+            lg_seq_class(g, &s, &dd, 0);
+            lg_seq_class(g, &s, &d07, 0);
+            lg_seq_class(g, &s, &hex, 0);
+            lg_seq_class(g, &s, &hex, 0);
+            lg_seq_rule(g, &s, next);
+            lg_alt(g, r, &s);
+        }
+        lg_seq_free(&s);
+        next = r;
+    }
+    int q = lg_rule(g, "string");
+    lg_seq s = {0};
+    lg_seq_str(g, &s, "\"");
+    lg_seq_rule(g, &s, r);
+    lg_alt(g, q, &s);
+    lg_seq_free(&s);
+    return q;
+}
+
+/* Raw parameter text of min..max characters: '<' is left out, so the text
+ * never holds "</parameter>" whatever its length. */
+int lg_raw_text_len(lg_grammar *g, int min, int max, const lg_class *no_first) {
+    lg_class any;
+    lg_class_clear(&any);
+    lg_class_add(&any, 0x20, 0x7f);
+    lg_class_add(&any, '\t', '\t');
+    lg_class_add(&any, '\n', '\n');
+    lg_class_add(&any, '\r', '\r');
+    lg_class_del(&any, '<', '<');
+    any.high = 1;
+    int top = max >= 0 ? max : min, next = -1, r = -1;
+    for (int k = top; k >= 0; k--) {
+        lg_class c = any;
+        if (k == 0 && no_first)
+            for (int b = 0; b < 128; b++)
+                if (lg_class_has(no_first, b)) lg_class_del(&c, b, b);
+        r = lg_rule(g, "rawlen");
+        lg_seq s = {0};
+        if (k >= min) lg_alt_empty(g, r);
+        if (k < top || max < 0) {
+            lg_seq_class(g, &s, &c, 0);
+            lg_seq_rule(g, &s, k < top ? next : r);
+            lg_alt(g, r, &s);
+        }
+        lg_seq_free(&s);
+        next = r;
+    }
+    return r;
+}
+
 int lg_json_string(lg_grammar *g) {
     if (g->shared[LG_SH_STRING] >= 0) return g->shared[LG_SH_STRING];
     int r = lg_rule(g, "string");

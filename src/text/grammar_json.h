@@ -11,6 +11,9 @@ void lg_class_json_char(lg_class *c); /* a string's unescaped characters */
 int lg_rep_class(lg_grammar *g, const lg_class *c, int min, int max, const char *name);
 int lg_json_ws(lg_grammar *g);
 int lg_json_string(lg_grammar *g);
+/* A string of min..max characters (code points; max < 0: no bound). */
+int lg_json_string_len(lg_grammar *g, int min, int max);
+int lg_raw_text_len(lg_grammar *g, int min, int max, const lg_class *no_first);
 int lg_json_integer(lg_grammar *g);
 int lg_json_number(lg_grammar *g);
 int lg_json_fraction(lg_grammar *g); /* "." and 1..15 digits */

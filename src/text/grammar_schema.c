@@ -3,7 +3,9 @@
  * Supported (README "Structured outputs" lists the same):
  *   type (a name or a list; OpenAPI's nullable: true adds null), enum,
  *   const, properties, required, additionalProperties, items (one schema),
- *   minItems, maxItems, minimum, maximum, exclusiveMinimum, exclusiveMaximum
+ *   minItems, maxItems, minLength, maxLength (a string longer than 4096
+ *   characters is never written; in tool-call text a bounded string leaves
+ *   out '<'), minimum, maximum, exclusiveMinimum, exclusiveMaximum
  *   (numbers, or draft 4's booleans), format (grammar_format.c), anyOf,
  *   oneOf (written as anyOf: valid when the branches do not overlap), allOf
  *   of one schema, $ref to "#" or a JSON pointer inside the root ($defs,
@@ -19,8 +21,8 @@
  *   - a maxItems above 256 writes at most 256 items;
  *   - annotations (title, description, default, examples, ...) and keywords
  *     JSON Schema does not define are ignored;
- *   - validation keywords lilac cannot enforce (pattern, minLength,
- *     maxLength, multipleOf, uniqueItems, not, if/then/else,
+ *   - validation keywords lilac cannot enforce (pattern, multipleOf,
+ *     uniqueItems, not, if/then/else,
  *     patternProperties, propertyNames, min/maxProperties, contains,
  *     prefixItems, dependent*, unevaluated*, ...) fail with their name and
  *     place, as does any schema no value satisfies. */
@@ -36,6 +38,7 @@
 #define MAX_NEST 48
 #define MAX_ITEMS_WRITTEN 256
 #define MAX_MIN_ITEMS 4096
+#define MAX_STRING_LEN 4096
 #define ALL_TYPES 127u
 
 typedef struct {
@@ -58,7 +61,7 @@ typedef struct {
 } ctx_t;
 
 static const char *const unsupported[] = {
-    "pattern", "minLength", "maxLength", "multipleOf", "uniqueItems", "not", "if", "then", "else",
+    "pattern", "multipleOf", "uniqueItems", "not", "if", "then", "else",
     "patternProperties", "propertyNames", "minProperties", "maxProperties", "contains", "minContains",
     "maxContains", "prefixItems", "additionalItems", "dependentRequired", "dependentSchemas", "dependencies",
     "unevaluatedProperties", "unevaluatedItems", "contentSchema", "$dynamicRef", "$recursiveRef", "$anchor",
@@ -68,7 +71,7 @@ static const char *const unsupported[] = {
 static const char *const validation[] = {"type", "enum", "const", "properties", "required", "additionalProperties",
                                          "items", "minItems", "maxItems", "minimum", "maximum", "exclusiveMinimum",
                                          "exclusiveMaximum", "format", "anyOf", "oneOf", "allOf", "$ref", "nullable",
-                                         NULL};
+                                         "minLength", "maxLength", NULL};
 
 static int in_list(const char *k, const char *const *l) {
     for (; *l; l++)
@@ -211,9 +214,23 @@ static int numeric(ctx_t *c, const json_t *s, int integer) {
 
 /* ------------------------------------------------------------------ strings */
 
+static int count(ctx_t *c, const json_t *s, const char *key, long long *out);
+
 static int string_rule(ctx_t *c, const json_t *s, const lg_filter *f) {
     const json_t *fmt = json_object_get(s, "format");
     if (fmt && !json_is_string(fmt)) return fail(c, "'%s' must be a string", "format");
+    long long min = 0, max = -1;
+    int hmin = count(c, s, "minLength", &min), hmax = count(c, s, "maxLength", &max);
+    if (hmin < 0 || hmax < 0) return -1;
+    if (hmin || hmax) {
+        if (max >= 0 && max < min) return fail(c, "%s", "maxLength is below minLength");
+        if (min > MAX_STRING_LEN) return fail(c, "minLength above %s is not supported", "4096");
+        if (max > MAX_STRING_LEN) max = MAX_STRING_LEN; /* shorter strings satisfy it too */
+        if (fmt && lg_format(c->g, json_string_value(fmt)) >= 0)
+            return fail(c, "%s", "'format' with minLength/maxLength is not supported");
+        if (f->raw) return lg_raw_text_len(c->g, (int)min, (int)max, &f->no_first);
+        return lg_json_string_len(c->g, (int)min, (int)max);
+    }
     int fr = -1;
     if (fmt) {
         /* a raw value that may not start with some characters cannot hold a format */
@@ -687,13 +704,14 @@ static int compile(ctx_t *c, const json_t *s, const lg_filter *f) {
     }
     if (!json_object_get(s, "type")) { /* the keywords present decide */
         unsigned inf = 0;
-        static const char *const okw[] = {"properties", "required", "additionalProperties", NULL},
+        static const char *const skw[] = {"format", "minLength", "maxLength", NULL},
+                                 *const okw[] = {"properties", "required", "additionalProperties", NULL},
                                  *const akw[] = {"items", "minItems", "maxItems", NULL},
                                  *const nkw[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
         for (int i = 0; okw[i]; i++) inf |= json_object_get(s, okw[i]) ? LILAC_PT_OBJECT : 0;
         for (int i = 0; akw[i]; i++) inf |= json_object_get(s, akw[i]) ? LILAC_PT_ARRAY : 0;
         for (int i = 0; nkw[i]; i++) inf |= json_object_get(s, nkw[i]) ? LILAC_PT_NUMBER | LILAC_PT_INTEGER : 0;
-        if (json_object_get(s, "format")) inf |= LILAC_PT_STRING;
+        for (int i = 0; skw[i]; i++) inf |= json_object_get(s, skw[i]) ? LILAC_PT_STRING : 0;
         if (json_is_true(json_object_get(s, "nullable"))) inf |= LILAC_PT_NULL;
         if (inf) tf.types &= inf;
         if (!tf.types) {
