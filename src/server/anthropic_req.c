@@ -18,7 +18,8 @@
  *   thinking enabled, adaptive / disabled -> chat_template_kwargs.enable_thinking true / false
  *                                        (omitted: the template's default, thinking on);
  *                                        enabled's budget_tokens -> thinking_budget (enforced)
- *   stop_sequences -> stop; max_tokens, temperature, top_p, top_k, stream as they are.
+ *   stop_sequences -> stop; max_tokens, temperature, top_p, top_k, stream as they are;
+ *   seed (not Anthropic's; the chat endpoint's) as it is.
  * Decisions: metadata, service_tier and other unknown fields are ignored;
  * image and document blocks, server tools and a final assistant message
  * (prefill) are refused; tool_choice any/tool constrain the output to tool
@@ -346,6 +347,7 @@ static json_t *map_body(json_t *body, int count_only, srv_err *err) {
         srv_errf(err, 400, "top_p", "'top_p' must be in (0, 1]");
         goto fail;
     }
+    if ((v = field(body, "seed"))) json_object_set(req, "seed", v); /* an extension, as on the chat endpoint */
     if ((v = field(body, "top_k"))) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT_MAX) {
             srv_errf(err, 400, "top_k", "'top_k' must be a non-negative integer");

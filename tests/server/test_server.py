@@ -1042,6 +1042,7 @@ import test_metrics  # noqa: E402,F401  (GET /metrics)
 import test_web  # noqa: E402,F401  (the web chat page, in Chromium)
 import test_agent  # noqa: E402,F401  (thinking budget, prefix cache on edited histories)
 import test_persist  # noqa: E402,F401  (--cache-dir: snapshots across restarts)
+import test_grammar  # noqa: E402,F401  (constrained decoding: response_format, tool_choice)
 
 # ------------------------------------------------------------------ main
 
