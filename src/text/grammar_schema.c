@@ -289,7 +289,10 @@ int lg_raw_text(lg_grammar *g, const lg_class *no_first) {
                 lg_alt(g, R[k], &s);
             }
         }
-        if (!restricted) return g->shared[LG_SH_RAW] = R[0];
+        if (!restricted) {
+            lg_seq_free(&s);
+            return g->shared[LG_SH_RAW] = R[0];
+        }
         first = lg_rule(g, "rawfirst");
         lg_class ok = any;
         lg_class_del(&ok, '<', '<');
