@@ -5,7 +5,8 @@
  *
  * Builds the vocabulary index of DIR's tokenizer (timed), compiles the
  * grammar (a JSON Schema, an OpenAI tools array for tool_choice "required",
- * or with neither "any JSON object"), then walks it: at each step the mask
+ * or with neither "any JSON object"; the corpus files of tests/fixtures/schemas,
+ * {"schema": ...} and {"tool": ...}, work too), then walks it: at each step the mask
  * is computed (timed) and one allowed id is drawn uniformly (the end id with
  * probability 1/8 once allowed), so walks spend most steps where most of
  * the vocabulary is allowed (string contents), the costly case.  A finished
@@ -53,6 +54,13 @@ static lg_grammar *make_grammar(const char *schema_file, const char *tools_file,
             lilac_fail(e, LILAC_EFORMAT, "%s:%d: %s", file, je.line, je.text);
             return NULL;
         }
+    }
+    /* the corpus's files (tests/fixtures/schemas) wrap theirs: {"schema": ...}, {"tool": ...} */
+    json_t *inner = json_object_get(doc, tools_file ? "tool" : "schema");
+    if (inner) {
+        inner = tools_file ? json_pack("[O]", inner) : json_incref(inner);
+        json_decref(doc);
+        doc = inner;
     }
     lg_grammar *g = lg_new();
     int r;

@@ -86,7 +86,7 @@ void lg_seq_str(lg_grammar *g, lg_seq *s, const char *p) { lg_seq_bytes(g, s, p,
 void lg_seq_class(lg_grammar *g, lg_seq *s, const lg_class *c, int star) {
     int k;
     for (k = 0; k < g->n_cls; k++)
-        if (!memcmp(&g->cls[k], c, sizeof *c)) break;
+        if (lg_class_eq(&g->cls[k], c)) break;
     if (k == g->n_cls) {
         size_t cap = (size_t)g->cap_cls;
         if (grow((void **)&g->cls, &cap, (size_t)g->n_cls + 1, sizeof *g->cls)) {
@@ -176,6 +176,10 @@ void lg_class_add(lg_class *c, int lo, int hi) {
 
 void lg_class_del(lg_class *c, int lo, int hi) {
     for (int b = lo < 0 ? 0 : lo; b <= hi && b < 128; b++) c->ascii[b >> 5] &= ~(1u << (b & 31));
+}
+
+int lg_class_eq(const lg_class *a, const lg_class *b) {
+    return !memcmp(a->ascii, b->ascii, sizeof a->ascii) && a->high == b->high; /* field by field: padding */
 }
 
 int lg_class_has(const lg_class *c, int b) { return b >= 0 && b < 128 && (c->ascii[b >> 5] >> (b & 31) & 1); }

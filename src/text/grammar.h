@@ -92,6 +92,7 @@ void lg_class_clear(lg_class *c);
 void lg_class_add(lg_class *c, int lo, int hi); /* ASCII range [lo, hi] */
 void lg_class_del(lg_class *c, int lo, int hi);
 int lg_class_has(const lg_class *c, int b);     /* ASCII b */
+int lg_class_eq(const lg_class *a, const lg_class *b);
 
 /* Checks and freezes g with rule root as the start: drops alternatives that
  * use rules which can never finish, fails (LILAC_EINVAL, naming the rule)

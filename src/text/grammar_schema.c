@@ -559,7 +559,7 @@ static int ref_rule(ctx_t *c, const json_t *s, const lg_filter *f) {
     if (!t) return fail(c, "'$ref' \"%s\" does not name a schema inside this one (only local refs are supported)", ref);
     for (int i = 0; i < c->n_memo; i++)
         if (c->memo[i].s == t && c->memo[i].types == f->types && c->memo[i].raw == f->raw &&
-            !memcmp(&c->memo[i].no_first, &f->no_first, sizeof f->no_first))
+            lg_class_eq(&c->memo[i].no_first, &f->no_first))
             return c->memo[i].rule;
     if (c->n_memo == c->cap_memo) {
         int cap = c->cap_memo ? c->cap_memo * 2 : 16;
