@@ -257,11 +257,14 @@ static lilac_status gen_run(lilac_session *s, const lilac_gen_params *p, lilac_t
         return lilac_fail(e, LILAC_ENOMEM, "constraint mask");
     lilac_sampler_begin(&s->sampler, sp, s->tokens, len);
     for (int i = len - p->n_prior_gen; i < len; i++) lilac_sampler_accept(&s->sampler, s->tokens[i]);
+    /* The mask for the next token is asked before the previous one is fed,
+     * so a complete constraint (MASK_NONE: no end id allowed) ends the run
+     * with that token unfed, as an end id would. */
+    int mk = k && p->max_tokens > 0 ? k->mask(k->ctx, s->allow) : LILAC_MASK_ALL;
     for (int i = 0; i < p->max_tokens; i++) {
         lilac_token_info t = {0};
-        int mk = k ? k->mask(k->ctx, s->allow) : LILAC_MASK_ALL;
         if (mk == LILAC_MASK_ERROR) return lilac_fail(e, LILAC_EINVAL, "constrained decoding: the constraint failed");
-        if (mk == LILAC_MASK_NONE) { /* the constraint is complete and allows no end id */
+        if (mk == LILAC_MASK_NONE) {
             *why = LILAC_FINISH_EOS;
             return LILAC_OK;
         }
@@ -282,6 +285,7 @@ static lilac_status gen_run(lilac_session *s, const lilac_gen_params *p, lilac_t
             return LILAC_OK;
         }
         if (i == p->max_tokens - 1 || lilac_session_len(s) >= s->cap) break;
+        if (k && ((mk = k->mask(k->ctx, s->allow)) == LILAC_MASK_NONE || mk == LILAC_MASK_ERROR)) continue;
         lilac_status st = feed(s, &t.id, 1, NULL, 0, NULL, e);
         if (st) return st;
     }
