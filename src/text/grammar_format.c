@@ -7,9 +7,10 @@
  *   uuid       8-4-4-4-12 lowercase hex digits
  *   ipv4       dotted quad, each part 0..255 without leading zeros
  *   email      local@domain.tld: one or two dot-separated words of letters,
- *              digits and _ + - (at most 30 each), a hostname of 2+ labels
- *   hostname   dot-separated labels of letters, digits and inner hyphens,
- *              at most 63 characters each
+ *              digits and _ + -, then a hostname of 2+ labels
+ *   hostname   dot-separated labels of letters, digits and inner hyphens
+ *              (their lengths are not bounded: a counted repetition costs a
+ *              classification per count, see grammar_mask.c)
  * Other formats are annotations: the string is written unconstrained. */
 #include <string.h>
 
@@ -143,13 +144,12 @@ static int label(lg_grammar *g) {
     anh = an;
     lg_class_add(&anh, '-', '-');
     int r = lg_rule(g, "label"), more = lg_rule(g, "labelmore");
-    int inner = lg_rep_class(g, &anh, 0, 61, "labelmid"); /* a label has at most 63 characters (RFC 1035) */
     lg_seq s = {0};
     lg_seq_class(g, &s, &an, 0);
     lg_seq_rule(g, &s, more);
     lg_alt(g, r, &s);
     lg_alt_empty(g, more);
-    lg_seq_rule(g, &s, inner);
+    lg_seq_class(g, &s, &anh, 1);
     lg_seq_class(g, &s, &an, 0);
     lg_alt(g, more, &s);
     lg_seq_free(&s);
@@ -185,7 +185,7 @@ static int email(lg_grammar *g) {
     lg_class_add(&c, '_', '_');
     lg_class_add(&c, '+', '+');
     lg_class_add(&c, '-', '-');
-    int word = lg_rep_class(g, &c, 1, 30, "localword"); /* two words of 30 stay within 64 (RFC 5321) */
+    int word = lg_rep_class(g, &c, 1, -1, "localword");
     int local = lg_rule(g, "local");
     lg_seq s = {0};
     lg_seq_rule(g, &s, word);
