@@ -118,7 +118,7 @@ def structured_outputs_corpus():
     srv, finished, cut = gsrv(), 0, 0
     for i, (name, schema) in enumerate(schemas):
         ok = False
-        for seed in seeds(name):
+        for seed in seeds(name, 6):
             st, r = post(srv, "/v1/chat/completions", {
                 "messages": [T.user(f"Answer in JSON ({name})")], "max_tokens": 500, "seed": seed,
                 "temperature": 1.0 + (i % 6) / 10, "response_format": {"type": "json_schema", "json_schema": {
