@@ -25,7 +25,7 @@
 
 #define LG_KEY_FRAMES 3    /* frames in a position's key, at most */
 #define LG_DEEPEN 12000    /* uncertain entries above which a position is keyed deeper */
-#define LG_MAX_WALK_STATES 200000
+#define LG_MAX_WALK_STATES 65536 /* about 85 MB of transition tables at most */
 
 typedef struct {
     int32_t id;
