@@ -162,6 +162,9 @@ lilac_status lilac_session_load(lilac_session *s, lilac_read_fn r, void *ctx, co
  * over PATH, so PATH is never a half-written snapshot. */
 lilac_status lilac_session_save_file(const lilac_session *s, const char *path, uint32_t flags, lilac_error *e);
 lilac_status lilac_session_load_file(lilac_session *s, const char *path, uint32_t *flags, lilac_error *e);
+/* Writes a snapshot image (the n bytes lilac_session_save produced, kept in
+ * memory) to PATH the same way; loading it checks it as any file. */
+lilac_status lilac_snapshot_write_file(const void *img, size_t n, const char *path, lilac_error *e);
 /* Checks PATH's header and length against g and reads its tokens (*tokens
  * malloc'd, freed by the caller), without reading the state or the checksum
  * (load_file checks those). */

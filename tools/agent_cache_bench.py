@@ -17,17 +17,30 @@ so the conversation has tool calls only where the model made them.
   python3 tools/agent_cache_bench.py --url http://127.0.0.1:8080 --key KEY
   python3 tools/agent_cache_bench.py --slots 0             # the same without prefix reuse
   python3 tools/agent_cache_bench.py --no-edits            # only the conversation
+  python3 tools/agent_cache_bench.py --restart             # restart the server between turns (--cache-dir)
+  python3 tools/agent_cache_bench.py --cache-ram 256M      # serve --cache-ram
 
-After the conversation, unless --no-edits, three edited histories are sent,
-as a chat client sends them (each a request of its own; reported apart):
+After the conversation, unless --no-edits, edited histories are sent, as
+clients send them (each a request of its own; reported apart):
   edit-last    the last user message reworded (edit / regenerate);
   edit-answer  the first assistant answer's content changed, the rest kept
                up to the last user message;
   truncate     the first task (its user message, tool calls and results)
-               dropped, the system prompt kept (context compaction).
+               dropped, the system prompt kept (context compaction);
+  edit-tool    the last tool result of the second task changed (the tool
+               run again), everything before it kept;
+  retry-step   the second task's last tool call and result dropped (the
+               agent retries that step).
 The longest snapshot that prefixes each is reused: everything before the
-last user message, the first turn up to its assistant header, and the
-system turn.
+last user message, the first turn up to its assistant header, the system
+turn; for the tool edits the second task's assistant header, or with
+--cache-ram the step before (superseded snapshots wait in RAM).
+
+--restart: the script starts the server with --cache-dir (a new temporary
+directory unless --cache-dir DIR) and restarts it (SIGTERM, start again on
+the same directory) before every user task but the first and before the
+edited histories; requests marked "*" are the first after a restart.  The
+per-tier counters (/health cache.tiers) are summed over the server's lives.
 
 Only the standard library is used.
 """
@@ -95,10 +108,24 @@ def post(url, key, body):
     return data
 
 
+def get(url, key, path):
+    u = urlparse(url)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    c.request("GET", path, headers={"Authorization": "Bearer " + key} if key else {})
+    r = c.getresponse()
+    data = json.loads(r.read())
+    c.close()
+    return data
+
+
 def start_server(args):
     log = tempfile.NamedTemporaryFile(prefix="lilac-serve-", suffix=".log", delete=False)
     cmd = [args.lilac, "serve", "--model", args.model, "--port", "0", "--ctx", str(args.ctx), "--slots",
            str(args.slots), "--quiet"]
+    if args.cache_dir:
+        cmd += ["--cache-dir", args.cache_dir]
+    if args.cache_ram:
+        cmd += ["--cache-ram", args.cache_ram]
     proc = subprocess.Popen(cmd, stdout=log, stderr=log)
     for _ in range(2400):
         text = open(log.name, encoding="utf-8", errors="replace").read()
@@ -123,19 +150,47 @@ def main():
     ap.add_argument("--verbatim", action="store_true", help="never add tool calls the model did not make")
     ap.add_argument("--preserve-thinking", action="store_true", help="chat_template_kwargs.preserve_thinking")
     ap.add_argument("--no-edits", action="store_true", help="skip the edited-history requests")
+    ap.add_argument("--restart", action="store_true", help="restart the server (same --cache-dir) between turns")
+    ap.add_argument("--cache-dir", help="serve --cache-dir (default with --restart: a new temporary directory)")
+    ap.add_argument("--cache-ram", help="serve --cache-ram BYTES")
     args = ap.parse_args()
+    if args.restart and args.url:
+        raise SystemExit("--restart starts (and restarts) its own server: leave out --url")
+    if args.restart and not args.cache_dir:
+        args.cache_dir = tempfile.mkdtemp(prefix="lilac-cache-bench-")
     proc = None
     url = args.url
+    tier_sum = {}
+    restarts = 0
     if not url:
         proc, url, _ = start_server(args)
+
+    def collect_tiers():
+        tiers = get(url, args.key, "/health").get("cache", {}).get("tiers", {})
+        for name, t in tiers.items():
+            acc = tier_sum.setdefault(name, {"hits": 0, "reused_tokens": 0, "evictions": 0})
+            for k in acc:
+                acc[k] += t.get(k, 0)
+
+    def restart():
+        nonlocal proc, url, restarts
+        collect_tiers()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        proc, url, _ = start_server(args)
+        restarts += 1
     body_extra = {"chat_template_kwargs": {"preserve_thinking": True}} if args.preserve_thinking else {}
     msgs = [{"role": "system", "content": SYSTEM}]
     rows, edits = [], []
     call_no = 0
     t_conv = 0.0
     t_all = time.time()
+    fresh = False  # the next request is the first after a restart
     try:
-        for task, steps in TASKS:
+        for ti, (task, steps) in enumerate(TASKS):
+            if args.restart and ti > 0:
+                restart()
+                fresh = True
             msgs.append({"role": "user", "content": task})
             for step in range(len(steps) + 1):
                 t0 = time.time()
@@ -144,9 +199,10 @@ def main():
                 dt = time.time() - t0
                 m = r["choices"][0]["message"]
                 u = r["usage"]
-                rows.append((len(rows) + 1, msgs[-1]["role"], u["prompt_tokens"],
+                rows.append((len(rows) + 1, msgs[-1]["role"] + ("*" if fresh else ""), u["prompt_tokens"],
                              u["prompt_tokens_details"]["cached_tokens"], u["completion_tokens"],
                              r["choices"][0]["finish_reason"], dt))
+                fresh = False
                 back = {"role": "assistant", "content": m.get("content")}  # exactly as returned
                 if m.get("reasoning_content") is not None:
                     back["reasoning_content"] = m["reasoning_content"]
@@ -169,15 +225,25 @@ def main():
                     break
         t_conv = time.time() - t_all
         if not args.no_edits:
+            if args.restart:
+                restart()
             user_at = [i for i, m in enumerate(msgs) if m["role"] == "user"]
             first_asst = next(i for i, m in enumerate(msgs) if m["role"] == "assistant")
             last_user = user_at[-1]
             answer = dict(msgs[first_asst], content="(an edited answer) " + (msgs[first_asst].get("content") or ""))
+            # the second task's tool loop: its last tool result, and the step that made it
+            loop = msgs[:last_user]
+            last_tool = max((i for i, m in enumerate(loop) if m["role"] == "tool"), default=None)
             cases = [
                 ("edit-last", msgs[:last_user] + [{"role": "user", "content": msgs[last_user]["content"] + " Reworded."}]),
                 ("edit-answer", msgs[:first_asst] + [answer] + msgs[first_asst + 1:last_user + 1]),
                 ("truncate", [msgs[0]] + msgs[user_at[1]:last_user + 1]),
             ]
+            if last_tool is not None and loop[last_tool - 1]["role"] == "assistant":
+                cases += [
+                    ("edit-tool", loop[:last_tool] + [dict(loop[last_tool], content="(tool run again) 16 passed, 1 failed")]),
+                    ("retry-step", loop[:last_tool - 1]),
+                ]
             for name, body_msgs in cases:
                 t0 = time.time()
                 r = post(url, args.key, {"model": "any", "messages": body_msgs, "tools": TOOLS, "temperature": 0,
@@ -187,6 +253,11 @@ def main():
                               u["completion_tokens"], r["choices"][0]["finish_reason"], time.time() - t0))
     finally:
         if proc:
+            if proc.poll() is None:
+                try:
+                    collect_tiers()
+                except OSError:
+                    pass
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)
     total_p = sum(r[2] for r in rows)
@@ -198,14 +269,24 @@ def main():
     print(f"requests: {len(rows)}, cache hits: {hits}/{len(rows)} ({100.0 * hits / len(rows):.0f}%), "
           f"prompt tokens: {total_p}, reused: {total_c} ({100.0 * total_c / max(total_p, 1):.1f}%), "
           f"prefilled: {total_p - total_c}, wall: {t_conv:.1f} s"
-          f"{' (verbatim)' if args.verbatim else ''}{' (preserve_thinking)' if args.preserve_thinking else ''}")
+          f"{' (verbatim)' if args.verbatim else ''}{' (preserve_thinking)' if args.preserve_thinking else ''}"
+          f"{f' ({restarts} restarts)' if restarts else ''}")
+    if args.restart:
+        after = [r for r in rows if r[1].endswith("*")]
+        ap_, ac_ = sum(r[2] for r in after), sum(r[3] for r in after)
+        print(f"first requests after a restart: {len(after)}, reused: {ac_} of {ap_} prompt tokens "
+              f"({100.0 * ac_ / max(ap_, 1):.1f}%)")
     if edits:
         print(f"{'edited':>11} {'prompt':>7} {'cached':>7} {'new':>6} {'gen':>4} {'finish':>10} {'time':>7}")
         for name, p, c, g, fin, dt in edits:
             print(f"{name:>11} {p:>7} {c:>7} {p - c:>6} {g:>4} {fin:>10} {dt:>6.2f}s")
         ep, ec = sum(e[1] for e in edits), sum(e[2] for e in edits)
         print(f"edited histories: {len(edits)}, cache hits: {sum(1 for e in edits if e[2] > 0)}/{len(edits)}, "
-              f"prompt tokens: {ep}, reused: {ec} ({100.0 * ec / max(ep, 1):.1f}%), prefilled: {ep - ec}")
+              f"prompt tokens: {ep}, reused: {ec} ({100.0 * ec / max(ep, 1):.1f}%), prefilled: {ep - ec}"
+              f"{' (after a restart)' if args.restart else ''}")
+    if tier_sum:
+        print("reused by tier: " + ", ".join(f"{name} {t['hits']} hits / {t['reused_tokens']} tokens"
+                                             f" ({t['evictions']} evictions)" for name, t in tier_sum.items()))
     return 0
 
 

@@ -6,8 +6,9 @@ mix of: non-streaming and streaming chat, chat with tools and tool results,
 completions with random stop strings, streams cancelled mid-way, oversized
 and malformed bodies, and bursts past the queue (429).  Every answer's shape
 is checked; every greedy answer must equal the same request's answer on the
-idle server (taken before the load starts); the server's RSS must not grow
-after warm-up.  Loopback only: it refuses any other address.
+idle server (taken before the load starts); the server's RSS, and on a GPU
+the device memory in use (/metrics), must not grow after warm-up.  Loopback
+only: it refuses any other address.
 
     python3 tools/soak.py --lilac ./lilac [--minutes 10] [--clients 16]   # starts its own server
     python3 tools/soak.py --url http://127.0.0.1:8080 [--pid PID] ...     # a running one
@@ -85,6 +86,18 @@ class Soak:
         hd = {k.lower(): v for k, v in r.getheaders()}
         c.close()
         return r.status, hd, out
+
+    def gpu_used_mib(self):
+        """The device's memory in use, from /metrics (None without a GPU)."""
+        try:
+            c = http.client.HTTPConnection(self.host, self.port, timeout=30)
+            c.request("GET", "/metrics", headers=self.headers())
+            text = c.getresponse().read().decode(errors="replace")
+            c.close()
+        except (OSError, http.client.HTTPException):
+            return None
+        m = re.search(r"^lilac_gpu_memory_used_bytes (\S+)$", text, re.M)
+        return round(float(m.group(1)) / 1048576, 1) if m else None
 
     def stream(self, path, body, timeout=600):
         """Yields (t, event dict or "[DONE]"); status and headers first as ("status", st, hd)."""
@@ -353,6 +366,8 @@ def main():
     ap.add_argument("--max-body", type=int, default=65536, help="the server's --max-body (set when starting it)")
     ap.add_argument("--warmup", type=float, default=None, help="seconds before the RSS baseline (default: 20%% of the run)")
     ap.add_argument("--rss-slack-mib", type=float, default=16.0, help="allowed RSS growth after warm-up")
+    ap.add_argument("--gpu-slack-mib", type=float, default=64.0,
+                    help="allowed growth of the GPU memory in use after warm-up (read from /metrics)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="write the summary here")
     ap.add_argument("--server-args", default="", help="extra arguments for lilac serve")
@@ -395,6 +410,7 @@ def main():
         s.stop_at = start + a.minutes * 60
         warmup = a.warmup if a.warmup is not None else 0.2 * a.minutes * 60
         rss = {"start": rss_kib(a.pid) if a.pid else None, "after_warmup": None, "end": None, "max": 0}
+        gpu = {"start": s.gpu_used_mib(), "after_warmup": None, "end": None, "max": 0}
         ts = [threading.Thread(target=s.client, args=(i,), daemon=True) for i in range(a.clients)]
         for t in ts:
             t.start()
@@ -405,6 +421,12 @@ def main():
                 rss["max"] = max(rss["max"], r)
                 if rss["after_warmup"] is None and time.time() - start >= warmup:
                     rss["after_warmup"] = r
+            if gpu["start"] is not None and int(time.time() - start) % 10 == 0:  # /metrics every ~10 s
+                g = s.gpu_used_mib()
+                if g is not None:
+                    gpu["max"] = max(gpu["max"], g)
+                    if gpu["after_warmup"] is None and time.time() - start >= warmup:
+                        gpu["after_warmup"] = g
         for t in ts:
             t.join()
         wall = time.time() - start
@@ -419,6 +441,12 @@ def main():
             rss["after_warmup"] = rss["end"]
         if rss["end"] and rss["after_warmup"] and rss["end"] - rss["after_warmup"] > a.rss_slack_mib * 1024:
             s.fail("memory", f"RSS grew from {rss['after_warmup']} KiB after warm-up to {rss['end']} KiB")
+        if gpu["start"] is not None:
+            gpu["end"] = s.gpu_used_mib()
+            if gpu["after_warmup"] is None:
+                gpu["after_warmup"] = gpu["end"]
+            if gpu["end"] is not None and gpu["end"] - gpu["after_warmup"] > a.gpu_slack_mib:
+                s.fail("memory", f"GPU memory grew from {gpu['after_warmup']} MiB after warm-up to {gpu['end']} MiB")
         served = sum(v for k, v in s.counts.items() if not k.startswith("FAILED"))  # answers checked
         summary = {
             "url": a.url, "clients": a.clients, "minutes": a.minutes, "wall_s": round(wall, 1),
@@ -427,6 +455,7 @@ def main():
             "ttft_s": {"p50": pct(s.ttft, 50), "p99": pct(s.ttft, 99), "n": len(s.ttft)},
             "chat_latency_s": {"p50": pct(s.latency, 50), "p99": pct(s.latency, 99), "n": len(s.latency)},
             "rss_kib": rss,
+            "gpu_used_mib": gpu if gpu["start"] is not None else None,
         }
         for k, m in s.failures[:20]:
             print(f"FAIL {k}: {m}")

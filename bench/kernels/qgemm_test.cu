@@ -3,7 +3,10 @@
  * against a naive fp32 GPU reference (one thread per output, exact
  * dequantisation), then timed at the model's real shapes.
  *   sh bench/kernels/build_qgemm.sh && build/kernels/qgemm_test
- * LILAC_QGEMM_SPLIT=1 times the hi-only variant. */
+ * LILAC_QGEMM_SPLIT=1 times the hi-only variant.  Every 4-bit case runs on
+ * both paths: the bf16 kernels (gemm_mma.cu) and the sm_90a fp16 ones
+ * (gemm_wgmma.cu, "f16"); LILAC_QH_OCC=1 runs the latter's 64-token
+ * kernels one block per SM. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -116,12 +119,17 @@ static float *rand_f32(size_t n, uint64_t seed, float lo, float hi) {
     return p;
 }
 
-static lc_xpack make_pack(int rows, int ld) {
+static bool g_f16 = false; /* run the fp16 (gemm_wgmma.cu) path */
+
+static lc_xpack make_pack(int rows, int ld, float xs = 1.0f) {
     lc_xpack p = {};
     p.ld = ld;
+    p.f16 = g_f16, p.xs = xs;
     CK(cudaMalloc(&p.hi, (size_t)rows * ld * 2));
     CK(cudaMalloc(&p.lo, (size_t)rows * ld * 2));
     CK(cudaMalloc(&p.gs, (size_t)rows * ld / 64 * 4));
+    CK(cudaMalloc(&p.sh, (size_t)rows * 64 * 2));
+    CK(cudaMalloc(&p.sl, (size_t)rows * 64 * 2));
     return p;
 }
 
@@ -154,19 +162,23 @@ static void dense_case(int rows, int cols, int bits, int T, bool check, bool exa
     lc_xpack p = make_pack(T, cols);
     if (exact) CK(cudaMalloc(&p.lo2, (size_t)T * cols * 2));
     CK(lc_pack(X, cols, T, cols, nullptr, 0.0f, &p, 0));
-    if (exact) CK(lc_qgemm_exact(&W, &p, T, Y, rows, 0));
-    else CK(lc_qgemm(&W, &p, T, Y, rows, 0, 0));
+    auto gemm = [&] {
+        return exact ? lc_qgemm_exact(&W, &p, T, Y, rows, 0)
+                     : g_f16 ? lc_qgemm_h(&W, &p, T, Y, rows, 0, 0) : lc_qgemm(&W, &p, T, Y, rows, 0, 0);
+    };
+    CK(gemm());
     char name[96];
     if (check) {
         naive_gemm<<<dim3((rows + 127) / 128, T), 128>>>(W, X, T, R);
         CK(cudaGetLastError());
-        snprintf(name, sizeof name, "dense %dx%d %d-bit T=%d%s", rows, cols, bits, T, exact ? " exact" : "");
+        snprintf(name, sizeof name, "dense %dx%d %d-bit T=%d%s", rows, cols, bits, T,
+                 exact ? " exact" : g_f16 ? " f16" : "");
         compare(name, R, Y, (size_t)T * rows);
     }
-    const float ms = time_ms([&] { exact ? lc_qgemm_exact(&W, &p, T, Y, rows, 0) : lc_qgemm(&W, &p, T, Y, rows, 0, 0); });
+    const float ms = time_ms([&] { gemm(); });
     const float msp = time_ms([&] { lc_pack(X, cols, T, cols, nullptr, 0.0f, &p, 0); });
-    printf("  time dense %5d x %5d %d-bit T=%5d: %.3f ms, %.0f TFLOP/s (pack %.3f ms)\n", rows, cols, bits, T, ms,
-           2.0 * rows * cols * T / (ms * 1e-3) / 1e12, msp);
+    printf("  time dense %5d x %5d %d-bit T=%5d%s: %.3f ms, %.0f TFLOP/s (pack %.3f ms)\n", rows, cols, bits, T,
+           g_f16 ? " f16" : "    ", ms, 2.0 * rows * cols * T / (ms * 1e-3) / 1e12, msp);
     cudaFree(X), cudaFree(Y), cudaFree(R), cudaFree(p.hi), cudaFree(p.lo), cudaFree(p.gs);
     cudaFree((void *)W.w), cudaFree((void *)W.s), cudaFree((void *)W.b);
 }
@@ -216,12 +228,20 @@ static void moe_case(int T, int D, int I, int E, int K, bool check) {
     CK(cudaMalloc(&r.slot_of, (size_t)T * K * 4));
     CK(cudaMalloc(&r.tiles, (size_t)(T * K / LC_MOE_TILE + T / LC_MOE_TILE + E + 2) * 4));
     CK(cudaMalloc(&r.ntiles, 4));
-    lc_xpack xp = make_pack(T, D), ap = make_pack(T * K + T, I);
+    lc_xpack xp = make_pack(T, D), ap = make_pack(T * K + T, I, 1.0f / 16);
+    auto gate_up = [&] {
+        return g_f16 ? lc_moe_h_gate_up(&G, &U, &SG, &SU, &r, T, K, &xp, &ap, 0)
+                     : lc_moe_mma_gate_up(&G, &U, &SG, &SU, &r, T, K, &xp, &ap, 0);
+    };
+    auto down = [&] {
+        return g_f16 ? lc_moe_h_down(&Dn, &SD, &r, T, K, &ap, eo, 0) : lc_moe_mma_down(&Dn, &SD, &r, T, K, &ap, eo, 0);
+    };
+    r.tile = g_f16 ? lc_moe_h_tile() : LC_MOE_TILE;
     auto run = [&] {
         CK(lc_pack(X, D, T, D, nullptr, 0.0f, &xp, 0));
         CK(lc_moe_route_sort(dids, T, E, K, &r, 0));
-        CK(lc_moe_mma_gate_up(&G, &U, &SG, &SU, &r, T, K, &xp, &ap, 0));
-        CK(lc_moe_mma_down(&Dn, &SD, &r, T, K, &ap, eo, 0));
+        CK(gate_up());
+        CK(down());
         CK(lc_moe_route_combine(eo, &r, dw, dsg, T, K, D, h, 0));
     };
     run();
@@ -231,7 +251,7 @@ static void moe_case(int T, int D, int I, int E, int K, bool check) {
         naive_down<<<dim3((D + 127) / 128, T), 128>>>(Dn, SD, dids, dw, dsg, K, act, href);
         CK(cudaGetLastError());
         char name[96];
-        snprintf(name, sizeof name, "moe T=%d D=%d I=%d E=%d", T, D, I, E);
+        snprintf(name, sizeof name, "moe T=%d D=%d I=%d E=%d%s", T, D, I, E, g_f16 ? " f16" : "");
         compare(name, href, h, (size_t)T * D);
         /* run to run: bitwise */
         std::vector<float> a((size_t)T * D), b((size_t)T * D);
@@ -247,35 +267,60 @@ static void moe_case(int T, int D, int I, int E, int K, bool check) {
         cudaFree(act);
     }
     const double fl = 2.0 * 3 * I * D * (double)T * (K + 1);
-    const float ms_gu = time_ms([&] { lc_moe_mma_gate_up(&G, &U, &SG, &SU, &r, T, K, &xp, &ap, 0); });
-    const float ms_dn = time_ms([&] { lc_moe_mma_down(&Dn, &SD, &r, T, K, &ap, eo, 0); });
+    const float ms_gu = time_ms([&] { gate_up(); });
+    const float ms_dn = time_ms([&] { down(); });
     const float ms_rt = time_ms([&] { lc_moe_route_sort(dids, T, E, K, &r, 0); });
     const float ms_cb = time_ms([&] { lc_moe_route_combine(eo, &r, dw, dsg, T, K, D, h, 0); });
-    printf("  time moe T=%d: gate/up %.3f ms (%.0f TFLOP/s), down %.3f ms (%.0f TFLOP/s), sort %.3f ms, combine %.3f ms\n", T,
-           ms_gu, fl * 2 / 3 / (ms_gu * 1e-3) / 1e12, ms_dn, fl / 3 / (ms_dn * 1e-3) / 1e12, ms_rt, ms_cb);
+    printf("  time moe T=%d%s: gate/up %.3f ms (%.0f TFLOP/s), down %.3f ms (%.0f TFLOP/s), sort %.3f ms, combine %.3f ms\n", T,
+           g_f16 ? " f16" : "", ms_gu, fl * 2 / 3 / (ms_gu * 1e-3) / 1e12, ms_dn, fl / 3 / (ms_dn * 1e-3) / 1e12, ms_rt, ms_cb);
 }
 
 int main(int argc, char **argv) {
     const bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0; /* correctness only (for compute-sanitizer) */
+    if (argc > 1 && strcmp(argv[1], "--small") == 0) { /* small fp16 cases only (racecheck is slow) */
+        g_f16 = true;
+        dense_case(200, 512, 4, 37, true);
+        dense_case(300, 1024, 4, 150, true);
+        moe_case(77, 512, 512, 16, 8, true);
+        printf("%s (%d failures)\n", failures ? "FAIL" : "all ok", failures);
+        return failures ? 1 : 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "--one") == 0) { /* one fp16 dense and one MoE case at 4K, for ncu */
+        g_f16 = true;
+        dense_case(12352, 2048, 4, 4096, false);
+        moe_case(4096, 2048, 512, 256, 8, false);
+        return 0;
+    }
     printf("correctness (naive fp32 reference on the GPU):\n");
     dense_case(200, 128, 4, 37, true);       /* ragged rows and tokens, tiny-like width */
     dense_case(257, 2048, 8, 100, true);     /* router: 8-bit, 257 rows */
     dense_case(257, 2048, 8, 100, true, true); /* the router as prefill runs it: all three planes */
-    dense_case(12352, 2048, 4, 130, true);   /* GDN in_proj */
-    dense_case(2048, 4096, 4, 65, true);     /* out_proj */
-    moe_case(77, 128, 64, 16, 8, true);      /* tiny shapes */
-    moe_case(300, 2048, 512, 256, 8, true);  /* real shapes */
+    for (int f = 0; f < 2; f++) {
+        g_f16 = f;
+        if (f) dense_case(200, 512, 4, 37, true); /* ragged; the fp16 path needs cols % 512 */
+        dense_case(12352, 2048, 4, 130, true);   /* GDN in_proj */
+        dense_case(2048, 4096, 4, 65, true);     /* out_proj */
+        dense_case(9216, 2048, 4, 300, true);    /* attention q|k|v, several token blocks */
+        if (!f) moe_case(77, 128, 64, 16, 8, true); /* tiny shapes */
+        if (!f) moe_case(77, 256, 128, 16, 8, true); /* small shapes */
+        if (f) moe_case(77, 512, 512, 16, 8, true);  /* small shapes the fp16 path takes */
+        moe_case(300, 2048, 512, 256, 8, true);  /* real shapes */
+    }
+    g_f16 = false;
     if (quick) {
         printf("%s (%d failures)\n", failures ? "FAIL" : "all ok", failures);
         return failures ? 1 : 0;
     }
     printf("timing (real shapes, 4K-token chunk):\n");
-    dense_case(12352, 2048, 4, 4096, false);
-    dense_case(9216, 2048, 4, 4096, false);
-    dense_case(2048, 4096, 4, 4096, false);
     dense_case(257, 2048, 8, 4096, false, true);
-    moe_case(4096, 2048, 512, 256, 8, false);
-    moe_case(512, 2048, 512, 256, 8, false);
+    for (int f = 0; f < 2; f++) {
+        g_f16 = f;
+        dense_case(12352, 2048, 4, 4096, false);
+        dense_case(9216, 2048, 4, 4096, false);
+        dense_case(2048, 4096, 4, 4096, false);
+        moe_case(4096, 2048, 512, 256, 8, false);
+        moe_case(512, 2048, 512, 256, 8, false);
+    }
     printf("%s (%d failures)\n", failures ? "FAIL" : "all ok", failures);
     return failures ? 1 : 0;
 }

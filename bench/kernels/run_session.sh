@@ -67,7 +67,7 @@ for l in a:
             echo "$tool tiny rc=$?"; grep -E "ERROR SUMMARY" "$OUT/$tool.log"
         done
         for tool in memcheck racecheck; do
-            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/qgemm_test --quick > "$OUT/${tool}_qgemm.log" 2>&1; echo "$tool qgemm rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_qgemm.log"
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/qgemm_test --small > "$OUT/${tool}_qgemm.log" 2>&1; echo "$tool qgemm rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_qgemm.log"
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/attn_prefill_test --quick > "$OUT/${tool}_attn.log" 2>&1; echo "$tool attn rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_attn.log"
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_chunk_test --no-timing > "$OUT/${tool}_gdn.log" 2>&1; echo "$tool gdn rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_gdn.log"
         done ;;
@@ -84,7 +84,23 @@ for l in a:
         curl -s localhost:18080/metrics | grep -E "gpu_memory|prefill_tokens_per_second|decode_tokens_per_second|requests_total" | head -12
         curl -s -o /dev/null -w "web page: %{http_code} %{size_download} bytes\n" localhost:18080/
         kill -TERM $SP; wait $SP; echo "serve exit=$?"
-        timeout 120 python3 tools/soak.py --lilac $B/lilac --model /tmp/full --minutes ${SOAK_MIN:-1} --clients 4 --max-tokens 8 --json "$OUT/soak_gpu.json" 2>&1 | tail -15 ;;
+        timeout $(( ${SOAK_MIN:-1} * 60 + 150 )) python3 tools/soak.py --lilac $B/lilac --model /tmp/full --minutes ${SOAK_MIN:-1} --clients 4 --max-tokens 8 --json "$OUT/soak_gpu.json" 2>&1 | tail -15 ;;
+    qhsan) # the fp16 wgmma GEMMs (gemm_wgmma.cu) under compute-sanitizer, small cases
+        for tool in memcheck racecheck synccheck; do
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/qgemm_test --small > "$OUT/${tool}_qh.log" 2>&1; echo "$tool qh rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_qh.log"
+        done ;;
+    qhshapes) # the fp16 GEMMs' tile shapes side by side (LILAC_QH_DENSE / LILAC_QH_MOE)
+        for v in "128x1 64x1o2" "64x1o2 64x1" "64x2 64x2" "128x1 128x1"; do
+            set -- $v
+            echo "dense $1, experts $2:"
+            LILAC_QH_DENSE=$1 LILAC_QH_MOE=$2 timeout 100 build/kernels/qgemm_test --one 2>&1 | grep time
+        done ;;
+    gpucache) # prefix-cache snapshots on the GPU: saved and restored across a restart, and the RAM tier, at about 4K and 32K tokens
+        [ -f /tmp/full/config.json ] || { $B/lilac synth --out /tmp/full --quiet && python3 tools/make_synthetic_tokenizer.py tests/fixtures/tokenizer/qwen3 /tmp/full > /dev/null; }
+        for w in ${WORDS_LIST:-700 5600}; do
+            echo "words $w, restart:"; WORDS=$w LILAC=$B/lilac LILAC_FLAGS="--backend cuda" MODEL=/tmp/full CTX=40000 timeout 240 sh tools/cache_restart_bench.sh 2>&1 | tee -a "$OUT/gpucache.txt"
+            echo "words $w, RAM tier:"; WORDS=$w LILAC=$B/lilac LILAC_FLAGS="--backend cuda" MODEL=/tmp/full CTX=40000 timeout 240 sh tools/cache_ram_bench.sh 2>&1 | tee -a "$OUT/gpucache.txt"
+        done ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
     esac
 done

@@ -18,6 +18,24 @@ int cli_parse_long(const char *s, long lo, long hi, long *out) {
     return 1;
 }
 
+uint64_t cli_parse_bytes(const char *s) {
+    if (!s) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *s == '-') return 0;
+    int sh = 0;
+    switch (*end) {
+    case 'K': case 'k': sh = 10; end++; break;
+    case 'M': case 'm': sh = 20; end++; break;
+    case 'G': case 'g': sh = 30; end++; break;
+    case 'T': case 't': sh = 40; end++; break;
+    }
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end || (sh && v > (~0ULL >> sh))) return 0;
+    return (uint64_t)v << sh;
+}
+
 static const cli_opt *find(const cli_opt *opts, int nopts, const char *name, size_t len, char alias) {
     for (int i = 0; i < nopts; i++) {
         if (alias && opts[i].alias == alias) return &opts[i];

@@ -8,6 +8,7 @@
 #ifndef LILAC_CLI_ARGS_H
 #define LILAC_CLI_ARGS_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include "util/err.h"
 
@@ -38,5 +39,9 @@ void cli_print_options(FILE *f, const cli_opt *opts, int nopts);
 
 /* Parses a strict decimal integer (no junk, no overflow) within [lo, hi]. */
 int cli_parse_long(const char *s, long lo, long hi, long *out);
+
+/* BYTES with an optional K, M, G or T (powers of 1024) and an optional B;
+ * 0 on error (so 0 itself is refused). */
+uint64_t cli_parse_bytes(const char *s);
 
 #endif

@@ -10,6 +10,13 @@
  * turn's think block then.  So a turn prefills only the previous answer (as
  * re-rendered) and the new message.
  *
+ * With --cache-dir DIR the snapshots go to DIR (written when the cache
+ * evicts them and at exit; read back when they prefix a prompt, as the
+ * server's --cache-dir does) and the conversation to DIR/chat.json when it
+ * changes (a turn, /reset, /system, /think, /load; chat_store.c); --resume
+ * continues it, and its next turn starts from the snapshots instead of
+ * prefilling it all again.
+ *
  * On a terminal: a line editor with history (lineedit.c), answers streamed
  * as they come, reasoning dimmed (hidden when stdout is not a terminal),
  * Ctrl-C stops the answer (or prefill) and keeps the program, Ctrl-D exits.
@@ -25,6 +32,7 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "cli/chat_store.h"
 #include "cli/cli_engine.h"
 #include "cli/lineedit.h"
 #include "server/server.h"
@@ -69,6 +77,8 @@ typedef struct {
     lilac_gen_params gen;
     int32_t stops[2], im_end, nl;
     int tty_in, tty_out;
+    const char *cache_dir; /* NULL: nothing kept after exit */
+    int cur_at_turn_end;   /* cur holds the conversation as the last turn wrote it (<|im_end|>\n fed) */
     /* the last turn */
     int st_prompt, st_cached, st_gen;
     double st_prefill_s, st_decode_s;
@@ -136,7 +146,8 @@ static json_t *request(const chat *c) {
     if (c->system) json_array_append_new(m, json_pack("{s:s, s:s}", "role", "system", "content", c->system));
     json_array_extend(m, c->msgs);
     json_object_set_new(r, "messages", m);
-    if (!c->think) json_object_set_new(r, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 0));
+    /* said either way: a conversation loaded (or resumed) later gets this switch back */
+    json_object_set_new(r, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", c->think));
     return r;
 }
 
@@ -173,11 +184,25 @@ static lilac_status prompt_ids(chat *c, lilac_ids *ids, int *split, int *thinkin
 static int reuse(chat *c, const int32_t *ids, int n) {
     int len = 0, slot = srv_pcache_find(c->pc, ids, n, &len);
     int cl = lilac_session_len(c->cur);
-    if (cl > 0 && cl >= len && cl <= n && !memcmp(lilac_session_tokens(c->cur), ids, (size_t)cl * sizeof *ids)) return cl;
+    int cur_ok = cl > 0 && cl <= n && !memcmp(lilac_session_tokens(c->cur), ids, (size_t)cl * sizeof *ids);
+    /* a longer prefix on disk (--cache-dir) comes into a slot first */
+    int dlen = 0, dslot = srv_pcache_fetch(c->pc, ids, n, cur_ok && cl > len ? cl : len, &dlen, NULL);
+    if (dslot >= 0) slot = dslot, len = dlen;
+    if (cur_ok && cl >= len) return cl;
     lilac_error e = {0};
     if (slot >= 0 && srv_pcache_restore(c->pc, slot, c->cur, &e) == LILAC_OK) return len;
     lilac_session_reset(c->cur);
     return 0;
+}
+
+/* The conversation to DIR/chat.json (--cache-dir); a failure is one line. */
+static void persist(chat *c) {
+    if (!c->cache_dir) return;
+    json_t *r = request(c);
+    lilac_error e = {0};
+    if (!r || cli_chat_store_save(c->cache_dir, lilac_engine_model_id(c->eng), r, &e))
+        fprintf(stderr, "lilac chat: warning: conversation not saved: %s\n", r ? e.msg : "out of memory");
+    json_decref(r);
 }
 
 /* ------------------------------------------------------------ one turn */
@@ -205,6 +230,7 @@ static void turn(chat *c, const char *text) {
         return;
     }
     interrupted = 0;
+    c->cur_at_turn_end = 0;
     double t0 = now_s();
     int start = reuse(c, ids.v, n);
     c->st_cached = start;
@@ -257,7 +283,9 @@ static void turn(chat *c, const char *text) {
             lilac_session_len(c->cur) + 2 <= lilac_session_capacity(c->cur)) {
             int32_t tail[2] = {o.last, c->nl};
             if (lilac_session_feed(c->cur, tail, 2, NULL, 0, &e)) lilac_session_reset(c->cur);
+            else c->cur_at_turn_end = 1;
         }
+        persist(c);
     }
     c->st_prompt = n;
     c->st_gen = n_out;
@@ -293,26 +321,18 @@ static void save(const chat *c, const char *path) {
     else printf("saved %zu messages to %s\n", json_array_size(c->msgs) + (c->system != NULL), path);
 }
 
-static void load(chat *c, const char *path) {
-    json_error_t je;
-    json_t *r = json_load_file(path, 0, &je);
+/* Makes the request r ({"messages": [...], "chat_template_kwargs"}) the
+ * conversation: a first system message becomes the system prompt.  Returns
+ * NULL, or what is wrong with r (the conversation is then unchanged). */
+static const char *adopt(chat *c, json_t *r, char *why, size_t cap) {
     json_t *m = json_object_get(r, "messages");
-    if (!r) {
-        fprintf(stderr, "error: /load %s: %s (line %d)\n", path, je.text, je.line);
-        return;
-    }
-    if (!json_is_array(m)) {
-        fprintf(stderr, "error: /load %s: no \"messages\" array\n", path);
-        json_decref(r);
-        return;
-    }
+    if (!json_is_array(m)) return "no \"messages\" array";
     size_t i;
     json_t *x;
     json_array_foreach(m, i, x) {
         if (!json_is_object(x) || !json_is_string(json_object_get(x, "role"))) {
-            fprintf(stderr, "error: /load %s: messages[%zu] is not an object with a \"role\"\n", path, i);
-            json_decref(r);
-            return;
+            snprintf(why, cap, "messages[%zu] is not an object with a \"role\"", i);
+            return why;
         }
     }
     json_t *rest = json_array();
@@ -329,8 +349,59 @@ static void load(chat *c, const char *path) {
     c->msgs = rest;
     free(c->system);
     c->system = sys;
+    return NULL;
+}
+
+static void load(chat *c, const char *path) {
+    json_error_t je;
+    json_t *r = json_load_file(path, 0, &je);
+    if (!r) {
+        fprintf(stderr, "error: /load %s: %s (line %d)\n", path, je.text, je.line);
+        return;
+    }
+    char why[128];
+    const char *bad = adopt(c, r, why, sizeof why);
     json_decref(r);
-    printf("loaded %zu messages from %s (thinking %s)\n", json_array_size(rest) + (sys != NULL), path, c->think ? "on" : "off");
+    if (bad) fprintf(stderr, "error: /load %s: %s\n", path, bad);
+    else
+        printf("loaded %zu messages from %s (thinking %s)\n", json_array_size(c->msgs) + (c->system != NULL), path,
+               c->think ? "on" : "off");
+}
+
+/* The longest cached prefix (slots or disk) of what the next turn sends:
+ * the conversation and a new user message (whose text does not matter: an
+ * added token starts it). */
+static int cached_for_next_turn(chat *c) {
+    json_array_append_new(c->msgs, json_pack("{s:s, s:s}", "role", "user", "content", "."));
+    lilac_ids ids = LILAC_IDS_INIT;
+    int split = 0, thinking = 0, best = 0;
+    lilac_error e = {0};
+    if (prompt_ids(c, &ids, &split, &thinking, &e) == LILAC_OK) best = srv_pcache_longest(c->pc, ids.v, (int)ids.len);
+    json_array_remove(c->msgs, json_array_size(c->msgs) - 1);
+    lilac_ids_free(&ids);
+    return best;
+}
+
+/* --resume: the conversation in DIR/chat.json; a bad file is one warning line
+ * and a new conversation.  Returns whether it resumed. */
+static int resume(chat *c) {
+    json_t *r = NULL;
+    int absent = 0;
+    lilac_error e = {0};
+    char path[4200], why[128];
+    snprintf(path, sizeof path, "%s/%s", c->cache_dir, CLI_CHAT_FILE);
+    if (cli_chat_store_load(c->cache_dir, lilac_engine_model_id(c->eng), &r, &absent, &e)) {
+        if (absent) {
+            if (!c->quiet) fprintf(stderr, "lilac chat: nothing to resume in %s: a new conversation\n", c->cache_dir);
+        } else {
+            fprintf(stderr, "lilac chat: warning: ignoring %s: a new conversation\n", e.msg);
+        }
+        return 0;
+    }
+    const char *bad = adopt(c, r, why, sizeof why);
+    json_decref(r);
+    if (bad) fprintf(stderr, "lilac chat: warning: ignoring %s: %s: a new conversation\n", path, bad);
+    return !bad;
 }
 
 /* Returns 0 to go on, 1 to quit. */
@@ -347,19 +418,22 @@ static int command(chat *c, char *line) {
     } else if (!strcmp(line, "/reset")) {
         json_array_clear(c->msgs);
         printf("new conversation%s\n", c->system ? " (the system prompt stays)" : "");
+        persist(c);
     } else if (!strcmp(line, "/system")) {
         free(c->system);
         c->system = *arg ? strdup(arg) : NULL;
         printf(*arg ? "system prompt set\n" : "system prompt removed\n");
+        persist(c);
     } else if (!strcmp(line, "/think")) {
         c->think = !c->think;
         printf("thinking %s\n", c->think ? "on" : "off");
+        persist(c);
     } else if (!strcmp(line, "/stats")) {
         stats(c);
     } else if (!strcmp(line, "/save") || !strcmp(line, "/load")) {
         if (!*arg) fprintf(stderr, "error: %s needs a FILE\n", line);
         else if (line[1] == 's') save(c, arg);
-        else load(c, arg);
+        else load(c, arg), persist(c);
     } else {
         fprintf(stderr, "unknown command %s (/help lists them)\n", line);
     }
@@ -397,7 +471,8 @@ static void sampling_defaults(const char *dir, lilac_sampling *s) {
 /* ---------------------------------------------------------------- main */
 
 int cmd_chat(int argc, char **argv, const cli_globals *g) {
-    const char *model = NULL, *system = NULL;
+    const char *model = NULL, *system = NULL, *cache_dir = NULL, *cache_disk = NULL;
+    int resume_flag = 0;
     int ctx = 0, no_think = 0, quiet = 0, max_tokens = 0, ignore_eos = 0, top_k = -1, seed = -1, chunk = 0;
     double temperature = -1, top_p = -1;
     cli_opt opts[] = {
@@ -413,6 +488,11 @@ int cmd_chat(int argc, char **argv, const cli_globals *g) {
         {"seed", 0, CLI_INT, &seed, "S", "random seed (default: from the clock)", 0, 1 << 30},
         {"ignore-eos", 0, CLI_FLAG, &ignore_eos, NULL, "do not stop at end tokens (tests)", 0, 0},
         {"chunk", 0, CLI_INT, &chunk, "N", "prefill chunk in tokens (default: the backend's)", 1, 65536},
+        {"cache-dir", 0, CLI_STR, &cache_dir, "DIR",
+         "keep the prefix-cache snapshots and the conversation in DIR (created if missing), for --resume", 0, 0},
+        {"cache-disk", 0, CLI_STR, &cache_disk, "BYTES", "most bytes of snapshots in --cache-dir (K/M/G/T; default 16G)", 0, 0},
+        {"resume", 0, CLI_FLAG, &resume_flag, NULL,
+         "continue the conversation saved in --cache-dir, from its snapshots (--system, --no-think still apply)", 0, 0},
         {"quiet", 'q', CLI_FLAG, &quiet, NULL, "no progress or banner on stderr", 0, 0},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
@@ -425,7 +505,9 @@ int cmd_chat(int argc, char **argv, const cli_globals *g) {
                "An interactive chat on the engine (no server).  On a terminal: line editing and history,\n"
                "answers streamed, reasoning dimmed, Ctrl-C stops an answer, Ctrl-D leaves.  With stdin not\n"
                "a terminal, each input line is one message or command, and only the answers are printed.\n"
-               "Turns reuse the state of the conversation so far: a turn prefills only its new tokens.\n\n"
+               "Turns reuse the state of the conversation so far: a turn prefills only its new tokens.\n"
+               "With --cache-dir DIR the conversation (DIR/chat.json) and its snapshots outlive the program;\n"
+               "--resume continues it without prefilling it again.\n\n"
                "%s\nOptions:\n",
                HELP);
         cli_print_options(stdout, opts, nopts);
@@ -435,6 +517,12 @@ int cmd_chat(int argc, char **argv, const cli_globals *g) {
     if (!model) return fprintf(stderr, "error: chat: --model DIR is required (see 'lilac chat --help')\n"), 2;
     if ((temperature != -1 && !(temperature >= 0)) || (top_p != -1 && !(top_p > 0 && top_p <= 1)))
         return fprintf(stderr, "error: chat: --temperature >= 0, --top-p in (0, 1]\n"), 2;
+    uint64_t disk_max = (uint64_t)16 << 30;
+    if (cache_disk && !(disk_max = cli_parse_bytes(cache_disk)))
+        return fprintf(stderr, "error: chat: --cache-disk '%s': expected a positive byte count (e.g. 8G, 500M)\n", cache_disk), 2;
+    if ((cache_disk || resume_flag) && !cache_dir)
+        return fprintf(stderr, "error: chat: %s needs --cache-dir DIR\n", resume_flag ? "--resume" : "--cache-disk"), 2;
+    if (cache_dir && !*cache_dir) return fprintf(stderr, "error: chat: --cache-dir is empty\n"), 2;
 
     chat c = {.think = !no_think, .quiet = quiet, .im_end = -1, .nl = -1};
     c.tty_in = isatty(STDIN_FILENO);
@@ -455,8 +543,30 @@ int cmd_chat(int argc, char **argv, const cli_globals *g) {
         cli_error(&e);
         goto out;
     }
+    srv_pcache_set_log(c.pc, "lilac chat", !quiet);
+    if (cache_dir) {
+        if (srv_pcache_open_dir(c.pc, cache_dir, disk_max, &e)) {
+            cli_error(&e);
+            goto out;
+        }
+        c.cache_dir = cache_dir;
+        uint64_t bytes = 0;
+        int nf = srv_pcache_disk_count(c.pc, &bytes);
+        if (!quiet)
+            fprintf(stderr, "lilac chat: cache %s: %d snapshot%s (%.1f MiB)\n", cache_dir, nf, nf == 1 ? "" : "s",
+                    bytes / 1048576.0);
+    }
     c.msgs = json_array();
-    c.system = system ? strdup(system) : NULL;
+    int resumed = resume_flag && resume(&c);
+    if (system) { /* given on the command line: it wins over a resumed one */
+        free(c.system);
+        c.system = strdup(system);
+    }
+    if (no_think) c.think = 0;
+    if (resumed && !quiet)
+        fprintf(stderr, "lilac chat: resumed %zu messages from %s/%s (thinking %s); the next turn reuses %d cached tokens\n",
+                json_array_size(c.msgs) + (c.system != NULL), cache_dir, CLI_CHAT_FILE, c.think ? "on" : "off",
+                cached_for_next_turn(&c));
     sampling_defaults(model, &c.gen.sampling);
     if (temperature >= 0) c.gen.sampling.temperature = (float)temperature;
     if (top_p > 0) c.gen.sampling.top_p = (float)top_p;
@@ -515,6 +625,12 @@ int cmd_chat(int argc, char **argv, const cli_globals *g) {
     }
     free(line);
     cli_history_free(&hist);
+    /* the working session, when it ends as the conversation does, goes with
+     * the other snapshots (srv_pcache_free writes them); the conversation
+     * was saved when it last changed, so a run that changed nothing leaves
+     * chat.json as it was */
+    if (c.cache_dir && c.cur_at_turn_end && srv_pcache_store(c.pc, c.cur, SRV_SNAP_GEN, &e))
+        fprintf(stderr, "lilac chat: warning: %s\n", e.msg);
     rc = 0;
 out:
     json_decref(c.msgs);

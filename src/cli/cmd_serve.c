@@ -1,6 +1,5 @@
 /* cmd_serve.c — `lilac serve`: the OpenAI-compatible HTTP server
  * (src/server/).  This file only reads the options. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,24 +35,6 @@ static int check_cors(const char *list) {
     }
 }
 
-/* BYTES with an optional K, M, G or T (powers of 1024); 0 on error. */
-static uint64_t parse_bytes(const char *s) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *s == '-') return 0;
-    int sh = 0;
-    switch (*end) {
-    case 'K': case 'k': sh = 10; end++; break;
-    case 'M': case 'm': sh = 20; end++; break;
-    case 'G': case 'g': sh = 30; end++; break;
-    case 'T': case 't': sh = 40; end++; break;
-    }
-    if (*end == 'B' || *end == 'b') end++;
-    if (*end || (sh && v > (~0ULL >> sh))) return 0;
-    return (uint64_t)v << sh;
-}
-
 int cmd_serve(int argc, char **argv, const cli_globals *g) {
     srv_opts o = {0};
     o.host = "127.0.0.1";
@@ -64,7 +45,7 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
     o.timeout_s = 120;
     o.reasoning_budget = -1;
     int max_body = 16 << 20;
-    const char *cache_disk = NULL;
+    const char *cache_disk = NULL, *cache_ram = NULL;
     const char *env_key = getenv("LILAC_API_KEY");
     o.api_key = env_key;
     cli_opt opts[] = {
@@ -80,6 +61,8 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
         {"cache-dir", 0, CLI_STR, &o.cache_dir, "DIR",
          "keep prefix-cache snapshots in DIR across restarts (written when evicted and at shutdown)", 0, 0},
         {"cache-disk", 0, CLI_STR, &cache_disk, "BYTES", "most bytes of snapshots in --cache-dir (K/M/G/T suffixes; default 16G)", 0, 0},
+        {"cache-ram", 0, CLI_STR, &cache_ram, "BYTES",
+         "keep snapshots evicted from the slots in host memory, at most BYTES (K/M/G/T), before --cache-dir or dropping", 0, 0},
         {"max-body", 0, CLI_INT, &max_body, "BYTES", "largest request body (default 16777216)", 1024, 1 << 30},
         {"max-conns", 0, CLI_INT, &o.max_conns, "N", "simultaneous connections (default 64)", 1, 10000},
         {"timeout", 0, CLI_INT, &o.timeout_s, "S", "idle connection timeout in seconds (default 120)", 1, 86400},
@@ -100,7 +83,8 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
     if (cli_parse(argc, argv, opts, nopts, pos, 0, &npos, &help, &e)) return fprintf(stderr, "error: serve: %s\n", e.msg), 2;
     if (help) {
         printf("Usage: lilac serve --model DIR [--host ADDR] [--port N] [--api-key KEY] [--ctx N]\n"
-               "                   [--queue N] [--slots N] [--cache-dir DIR [--cache-disk BYTES]] [--reasoning-budget N]\n"
+               "                   [--queue N] [--slots N] [--cache-ram BYTES] [--cache-dir DIR [--cache-disk BYTES]]\n"
+               "                   [--reasoning-budget N]\n"
                "                   [--max-body BYTES] [--backend ...]\n\n"
                "An OpenAI-compatible HTTP server: POST /v1/chat/completions, POST /v1/completions,\n"
                "GET /v1/models[/ID], GET /health, POST /tokenize, POST /detokenize (HEAD on the GET\n"
@@ -128,13 +112,18 @@ int cmd_serve(int argc, char **argv, const cli_globals *g) {
     if (o.served_name && (!*o.served_name || strlen(o.served_name) > 255))
         return fprintf(stderr, "error: serve: --served-model-name must be 1 to 255 bytes (got %zu)\n", strlen(o.served_name)), 2;
     o.cache_disk = (uint64_t)16 << 30;
-    if (cache_disk && !(o.cache_disk = parse_bytes(cache_disk)))
+    if (cache_disk && !(o.cache_disk = cli_parse_bytes(cache_disk)))
         return fprintf(stderr, "error: serve: --cache-disk '%s': expected a positive byte count (e.g. 8G, 500M, 1048576)\n",
                        cache_disk), 2;
     if (cache_disk && !o.cache_dir) return fprintf(stderr, "error: serve: --cache-disk needs --cache-dir\n"), 2;
     if (o.cache_dir && !*o.cache_dir) return fprintf(stderr, "error: serve: --cache-dir is empty\n"), 2;
     if (o.cache_dir && o.slots == 0)
         return fprintf(stderr, "error: serve: --cache-dir needs prefix-cache slots (--slots 0 turns the cache off)\n"), 2;
+    if (cache_ram && !(o.cache_ram = cli_parse_bytes(cache_ram)))
+        return fprintf(stderr, "error: serve: --cache-ram '%s': expected a positive byte count (e.g. 8G, 500M, 1048576)\n",
+                       cache_ram), 2;
+    if (cache_ram && o.slots == 0)
+        return fprintf(stderr, "error: serve: --cache-ram needs prefix-cache slots (--slots 0 turns the cache off)\n"), 2;
     o.max_body = (size_t)max_body;
     o.backend = g->backend;
     o.threads = g->threads;

@@ -235,7 +235,10 @@ static lilac_status f_read(void *ctx, void *p, size_t n, lilac_error *e) {
     return LILAC_OK;
 }
 
-lilac_status lilac_session_save_file(const lilac_session *s, const char *path, uint32_t flags, lilac_error *e) {
+/* Writes PATH.tmp.<pid> through put(ctx, f), syncs it and renames it over
+ * PATH, so PATH is never half written. */
+static lilac_status write_atomic(const char *path, lilac_status (*put)(void *ctx, fstream *fs, lilac_error *e), void *ctx,
+                                 lilac_error *e) {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return lilac_fail(e, LILAC_EINVAL, "%s: path too long", path);
@@ -243,12 +246,45 @@ lilac_status lilac_session_save_file(const lilac_session *s, const char *path, u
     if (!f) return lilac_fail(e, LILAC_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     setvbuf(f, NULL, _IOFBF, 1 << 20);
     fstream fs = {f, tmp};
-    lilac_status st = lilac_session_save(s, flags, f_write, &fs, e);
+    lilac_status st = put(ctx, &fs, e);
     if (!st && (fflush(f) != 0 || fsync(fileno(f)) != 0)) st = lilac_fail(e, LILAC_EIO, "%s: %s", tmp, strerror(errno));
     if (fclose(f) != 0 && !st) st = lilac_fail(e, LILAC_EIO, "%s: close: %s", tmp, strerror(errno));
     if (!st && rename(tmp, path) != 0) st = lilac_fail(e, LILAC_EIO, "%s: rename to %s: %s", tmp, path, strerror(errno));
     if (st) unlink(tmp);
     return st;
+}
+
+typedef struct {
+    const lilac_session *s;
+    uint32_t flags;
+} save_args;
+
+static lilac_status put_session(void *ctx, fstream *fs, lilac_error *e) {
+    const save_args *a = ctx;
+    return lilac_session_save(a->s, a->flags, f_write, fs, e);
+}
+
+lilac_status lilac_session_save_file(const lilac_session *s, const char *path, uint32_t flags, lilac_error *e) {
+    save_args a = {s, flags};
+    return write_atomic(path, put_session, &a, e);
+}
+
+typedef struct {
+    const void *p;
+    size_t n;
+} bytes_args;
+
+static lilac_status put_bytes(void *ctx, fstream *fs, lilac_error *e) {
+    const bytes_args *a = ctx;
+    return f_write(fs, a->p, a->n, e);
+}
+
+lilac_status lilac_snapshot_write_file(const void *img, size_t n, const char *path, lilac_error *e) {
+    if (!img || n < LILAC_SNAP_HEADER + 8 || memcmp(img, MAGIC, sizeof MAGIC) != 0)
+        return lilac_fail(e, LILAC_EINVAL, "%s: not a snapshot image (%zu bytes)", path ? path : "?", n);
+    if (!path) return lilac_fail(e, LILAC_EINVAL, "snapshot write needs a path");
+    bytes_args a = {img, n};
+    return write_atomic(path, put_bytes, &a, e);
 }
 
 /* Opens path and checks that its size is what its header says. */

@@ -199,6 +199,27 @@ char *srv_metrics_render(srv_ctx *srv) {
     scalar(&b, "lilac_prefix_cache_snapshots", "gauge", "Snapshots the prefix cache holds.", c.snaps);
     scalar(&b, "lilac_prefix_cache_snapshot_bytes", "gauge", "Memory the held snapshots occupy on the backend.",
            (double)c.snap_bytes);
+    /* per tier: device (the slots and the working session), ram (--cache-ram), disk (--cache-dir) */
+    static const struct {
+        const char *name, *type, *help;
+    } TIER_METRIC[6] = {
+        {"lilac_prefix_cache_tier_hits_total", "counter", "Requests whose reused prefix came from this tier."},
+        {"lilac_prefix_cache_tier_reused_tokens_total", "counter", "Prompt tokens reused from this tier."},
+        {"lilac_prefix_cache_tier_evictions_total", "counter",
+         "Snapshots this tier's bound pushed out (to the next tier, or dropped)."},
+        {"lilac_prefix_cache_tier_snapshots", "gauge", "Snapshots this tier holds."},
+        {"lilac_prefix_cache_tier_bytes", "gauge", "Bytes the snapshots of this tier occupy."},
+        {"lilac_prefix_cache_tier_capacity_bytes", "gauge", "This tier's bound in bytes (0: off)."},
+    };
+    for (int k = 0; k < 6; k++) {
+        head(&b, TIER_METRIC[k].name, TIER_METRIC[k].type, TIER_METRIC[k].help);
+        for (int t = 0; t < SRV_TIER_N; t++) {
+            const srv_tier_stats *ts = &st.tiers[t];
+            const double v[6] = {(double)ts->hits, (double)ts->reused_tokens, (double)ts->evictions,
+                                 (double)ts->snapshots, (double)ts->bytes, (double)ts->capacity};
+            lilac_buf_printf(&b, "%s{tier=\"%s\"} %.17g\n", TIER_METRIC[k].name, srv_tier_name[t], v[k]);
+        }
+    }
     scalar(&b, "lilac_session_bytes", "gauge", "Memory of one session of --ctx tokens on the backend.",
            (double)lilac_session_bytes(srv->eng, srv->o.ctx));
     scalar(&b, "lilac_weight_bytes", "gauge", "Bytes of the model's weight matrices as stored.", (double)srv->info.weight_bytes);

@@ -292,6 +292,20 @@ char *srv_resp_health(srv_ctx *srv) {
         (json_int_t)st.cached_tokens, "generated_tokens", (json_int_t)st.generated_tokens, "reasoning_tokens",
         (json_int_t)st.reasoning_tokens, "snapshots", (json_int_t)st.cache_snapshots, "evictions",
         (json_int_t)st.cache_evictions, "superseded", (json_int_t)st.cache_superseded);
+    /* cache.tiers: where reused prefixes came from (their hits and tokens
+     * sum to hits and reused_tokens), evictions out of each tier's bound,
+     * and what each holds now */
+    json_t *tiers = json_object();
+    for (int t = 0; o && tiers && t < SRV_TIER_N; t++) {
+        const srv_tier_stats *ts = &st.tiers[t];
+        json_object_set_new(tiers, srv_tier_name[t],
+                            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)ts->hits, "reused_tokens",
+                                      (json_int_t)ts->reused_tokens, "evictions", (json_int_t)ts->evictions, "snapshots",
+                                      (json_int_t)ts->snapshots, "bytes", (json_int_t)ts->bytes, "capacity_bytes",
+                                      (json_int_t)ts->capacity));
+    }
+    if (o && tiers) json_object_set_new(json_object_get(o, "cache"), "tiers", tiers);
+    else json_decref(tiers);
     char *s = o ? json_dumps(o, JFLAGS) : NULL;
     json_decref(o);
     return s;

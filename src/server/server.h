@@ -48,6 +48,7 @@ typedef struct {
     int slots;               /* prefix-cache snapshots; 0 disables reuse */
     const char *cache_dir;   /* NULL: snapshots are not kept across restarts */
     uint64_t cache_disk;     /* bytes the cache directory may hold */
+    uint64_t cache_ram;      /* bytes of host memory for snapshots evicted from the slots (0: none) */
     size_t max_body;         /* bytes */
     int max_conns;           /* simultaneous HTTP connections */
     int timeout_s;           /* idle connection timeout */
@@ -67,6 +68,22 @@ typedef struct srv_queue srv_queue;
 typedef struct srv_pcache srv_pcache;
 typedef struct srv_metrics srv_metrics;
 
+/* The prefix cache's tiers, fastest first: the slots (sessions on the
+ * backend: device memory on a GPU, and the working session), host memory
+ * (--cache-ram) and files (--cache-dir).  A snapshot the slots evict goes to
+ * the next tier that exists; a hit is counted in the tier it came from. */
+typedef enum { SRV_TIER_DEVICE, SRV_TIER_RAM, SRV_TIER_DISK, SRV_TIER_N } srv_tier;
+extern const char *const srv_tier_name[SRV_TIER_N]; /* "device", "ram", "disk" */
+
+typedef struct {
+    long hits;          /* requests whose reused prefix came from this tier */
+    long reused_tokens; /* the prompt tokens those reused */
+    long evictions;     /* snapshots its bound pushed out (to the next tier, or gone) */
+    long snapshots;     /* held now */
+    uint64_t bytes;     /* what they occupy now */
+    uint64_t capacity;  /* its bound in bytes (0: the tier is off) */
+} srv_tier_stats;
+
 /* Counters reported by GET /health; updated under srv_ctx.stats_mu. */
 typedef struct {
     long requests, completed, cancelled, rejected_busy, errors;
@@ -75,6 +92,7 @@ typedef struct {
     long cache_evictions;   /* snapshots pushed out of the LRU to make room */
     long cache_superseded;  /* snapshots dropped because a longer prompt end extends them */
     long cache_snapshots;   /* snapshots held now */
+    srv_tier_stats tiers[SRV_TIER_N];
 } srv_stats;
 
 typedef struct {
@@ -250,18 +268,36 @@ lilac_status srv_pcache_store(srv_pcache *c, const lilac_session *src, srv_snap 
 int srv_pcache_used(const srv_pcache *c);
 /* Makes the anchors whose whole sequence prefixes ids[0..n) the most recently used. */
 void srv_pcache_touch_anchors(srv_pcache *c, const int32_t *ids, int n);
-/* Snapshots replaced by the LRU to make room, and dropped as superseded, so far. */
+/* Snapshots replaced by the LRU of the slots to make room, and dropped as
+ * superseded, so far. */
 void srv_pcache_counts(const srv_pcache *c, long *evictions, long *superseded);
+/* The RAM tier: snapshots evicted from the slots are kept in host memory
+ * (at most max_bytes; least recently used first out, to disk when there is
+ * a directory).  0 turns it off. */
+void srv_pcache_set_ram(srv_pcache *c, uint64_t max_bytes);
+/* The prefix of its log lines (default "lilac serve"; a static string), and
+ * whether it writes its summary lines at the end (warnings always). */
+void srv_pcache_set_log(srv_pcache *c, const char *who, int verbose);
 /* The disk tier (prefix_cache.c says when files are written and read):
  * creates DIR if needed and indexes its snapshots; at most max_bytes of
  * files stay there. */
 lilac_status srv_pcache_open_dir(srv_pcache *c, const char *dir, uint64_t max_bytes, lilac_error *e);
-/* Loads the longest snapshot on disk that prefixes ids[0..n) and is longer
- * than min_len into a slot (the least recently used one, written to disk
- * first); returns the slot (its length in *len), or -1. */
-int srv_pcache_fetch(srv_pcache *c, const int32_t *ids, int n, int min_len, int *len);
+/* Loads the longest snapshot in RAM or on disk that prefixes ids[0..n) and
+ * is longer than min_len into a slot (the least recently used one, which
+ * moves down a tier first); returns the slot (its length in *len, the tier
+ * it came from in *from), or -1. */
+int srv_pcache_fetch(srv_pcache *c, const int32_t *ids, int n, int min_len, int *len, srv_tier *from);
+/* The length of the longest snapshot of any tier that prefixes ids[0..n)
+ * (0: none), without loading anything. */
+int srv_pcache_longest(const srv_pcache *c, const int32_t *ids, int n);
+/* Counts a request that reused `tokens` prompt tokens from tier t. */
+void srv_pcache_hit(srv_pcache *c, srv_tier t, int tokens);
+/* Per-tier counters and sizes now (zeros for a tier that is off). */
+void srv_pcache_tier_stats(const srv_pcache *c, srv_tier_stats out[SRV_TIER_N]);
 /* Snapshot files indexed, and their bytes. */
 int srv_pcache_disk_count(const srv_pcache *c, uint64_t *bytes);
+/* Snapshots held in RAM, and their bytes. */
+int srv_pcache_ram_count(const srv_pcache *c, uint64_t *bytes);
 
 /* ------------------------------------------------------------ engine thread */
 

@@ -17,7 +17,9 @@
  *      re-renders the turn as generated; for completions, after feeding the
  *      last token (prompt + completion).
  * With --slots 0 nothing is reused and nothing is snapshotted.  With
- * --cache-dir, step 1 also considers the snapshots on disk (prefix_cache.c). */
+ * --cache-ram / --cache-dir, step 1 also considers the snapshots in host
+ * memory and on disk (prefix_cache.c); the tier a reused prefix came from is
+ * counted for /health and /metrics. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,22 +54,32 @@ static lilac_status feed_range(srv_worker *w, srv_job *j, int from, int to, lila
     return LILAC_OK;
 }
 
-static void snapshot(srv_worker *w, srv_snap kind) {
-    lilac_error e = {0};
-    if (srv_pcache_store(w->pc, w->cur, kind, &e)) fprintf(stderr, "lilac serve: prefix cache: %s\n", e.msg);
+/* The cache's counters and sizes into /health's and /metrics' copies. */
+static void publish(srv_worker *w) {
     int used = srv_pcache_used(w->pc);
     srv_metrics_snapshots(w->srv->metrics, used, (size_t)used * w->snap_bytes);
     long ev, sup;
     srv_pcache_counts(w->pc, &ev, &sup);
+    srv_tier_stats tiers[SRV_TIER_N];
+    srv_pcache_tier_stats(w->pc, tiers);
     pthread_mutex_lock(&w->srv->stats_mu);
     w->srv->stats.cache_evictions = ev;
     w->srv->stats.cache_superseded = sup;
     w->srv->stats.cache_snapshots = used;
+    memcpy(w->srv->stats.tiers, tiers, sizeof tiers);
     pthread_mutex_unlock(&w->srv->stats_mu);
 }
 
-/* Picks the state to start from; returns the number of prompt tokens reused. */
-static int reuse(srv_worker *w, srv_job *j, lilac_error *e) {
+static void snapshot(srv_worker *w, srv_snap kind) {
+    lilac_error e = {0};
+    if (srv_pcache_store(w->pc, w->cur, kind, &e)) fprintf(stderr, "lilac serve: prefix cache: %s\n", e.msg);
+    publish(w);
+}
+
+/* Picks the state to start from; returns the number of prompt tokens reused
+ * (and in *tier where they came from). */
+static int reuse(srv_worker *w, srv_job *j, srv_tier *tier, lilac_error *e) {
+    *tier = SRV_TIER_DEVICE;
     if (w->srv->o.slots <= 0) {
         lilac_session_reset(w->cur);
         return 0;
@@ -75,9 +87,10 @@ static int reuse(srv_worker *w, srv_job *j, lilac_error *e) {
     int len = 0, slot = srv_pcache_find(w->pc, j->prompt, j->n_prompt, &len);
     int cl = w->cur_valid ? lilac_session_len(w->cur) : 0;
     int cur_ok = cl > 0 && cl <= j->n_prompt && memcmp(lilac_session_tokens(w->cur), j->prompt, (size_t)cl * sizeof(int32_t)) == 0;
-    /* a longer prefix on disk (--cache-dir) comes into a slot first */
-    int dlen = 0, dslot = srv_pcache_fetch(w->pc, j->prompt, j->n_prompt, cur_ok && cl > len ? cl : len, &dlen);
+    /* a longer prefix in RAM or on disk comes into a slot first */
+    int dlen = 0, dslot = srv_pcache_fetch(w->pc, j->prompt, j->n_prompt, cur_ok && cl > len ? cl : len, &dlen, tier);
     if (dslot >= 0) slot = dslot, len = dlen;
+    else *tier = SRV_TIER_DEVICE;
     if (cur_ok && cl >= len) return cl;
     if (slot >= 0 && srv_pcache_restore(w->pc, slot, w->cur, e) == LILAC_OK) {
         w->cur_valid = 1;
@@ -98,9 +111,14 @@ static void run(srv_worker *w, srv_job *j) {
     lilac_finish why = LILAC_FINISH_LENGTH;
     lilac_status st = LILAC_OK;
 
-    int start = reuse(w, j, &e);
+    srv_tier tier;
+    int start = reuse(w, j, &tier, &e);
     j->cached = start;
-    if (slots > 0) srv_pcache_touch_anchors(w->pc, j->prompt, start); /* the anchors inside the reused prefix were used too */
+    if (slots > 0) {
+        srv_pcache_touch_anchors(w->pc, j->prompt, start); /* the anchors inside the reused prefix were used too */
+        srv_pcache_hit(w->pc, tier, start);
+        publish(w);
+    }
     if (j->api == SRV_API_ANTHROPIC && j->stream) srv_anth_stream_start(j); /* message_start carries the cached count */
     for (int k = 0; slots > 0 && !st && k < j->n_split; k++) {
         if (j->split[k] <= start || j->split[k] >= n) continue;
@@ -205,6 +223,7 @@ lilac_status srv_worker_start(srv_ctx *srv, srv_worker **out, lilac_error *e) {
     w->snap_bytes = lilac_session_bytes(srv->eng, srv->o.ctx);
     lilac_status st = lilac_session_new(srv->eng, srv->o.ctx, &w->cur, e);
     if (!st) st = srv_pcache_new(srv->eng, srv->o.slots, srv->o.ctx, &w->pc, e);
+    if (!st) srv_pcache_set_ram(w->pc, srv->o.cache_ram);
     if (!st && srv->o.cache_dir && srv->o.slots > 0) st = srv_pcache_open_dir(w->pc, srv->o.cache_dir, srv->o.cache_disk, e);
     if (!st && srv->o.cache_dir && srv->o.slots > 0) {
         uint64_t bytes = 0;
@@ -212,6 +231,10 @@ lilac_status srv_worker_start(srv_ctx *srv, srv_worker **out, lilac_error *e) {
         fprintf(stderr, "lilac serve: prefix cache on disk: %s: %d snapshot%s (%.1f MiB; at most %.1f MiB)\n",
                 srv->o.cache_dir, nf, nf == 1 ? "" : "s", bytes / 1048576.0, srv->o.cache_disk / 1048576.0);
     }
+    if (!st && srv->o.cache_ram && srv->o.slots > 0)
+        fprintf(stderr, "lilac serve: prefix cache in RAM: at most %.1f MiB of snapshots evicted from the slots\n",
+                srv->o.cache_ram / 1048576.0);
+    if (!st) publish(w);
     w->cur_valid = 1;
     if (!st && pthread_create(&w->th, NULL, thread_main, w)) st = lilac_fail(e, LILAC_ENOMEM, "cannot start the engine thread");
     if (st) {

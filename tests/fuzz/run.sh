@@ -19,6 +19,7 @@ for f in "$BUILD"/fuzz/fuzz_*; do
         fuzz_snapshot) LILAC_SNAP_SEED="$corpus/a" "$f" -runs=0 "$corpus" > /dev/null 2>&1 ;;
         fuzz_schema) printf '\000{"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}, "n": {"type": "integer", "minimum": -3, "maximum": 12}, "l": {"type": "array", "items": {"enum": ["x", 1, null]}, "maxItems": 2}, "d": {"type": "string", "format": "date"}, "r": {"$ref": "#/$defs/t"}}, "required": ["a"], "$defs": {"t": {"anyOf": [{"type": "boolean"}, {"$ref": "#/$defs/t"}]}}}' > "$corpus/a"
                      printf '\003[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"p": {"type": "string"}, "q": {"type": ["integer", "null"]}}, "required": ["p"]}}}]' > "$corpus/b" ;;
+        fuzz_chat_store) LILAC_CHAT_SEED="$corpus" "$f" -runs=0 "$corpus" > /dev/null 2>&1 ;;
         fuzz_stop) printf '\001\003END\004Hello E\005ND of\002 it' > "$corpus/a" ;;
     esac
     maxlen=65536

@@ -1,10 +1,11 @@
 """test_agent.py — what agents rely on: the thinking budget (chat
 completions' `thinking_budget`, /v1/messages' `thinking.budget_tokens`,
 `lilac serve --reasoning-budget`) and the prefix cache's behaviour on
-conversations that go on, are edited, or are truncated (and its counters in
-/health and /metrics).  Registered into test_server.py's list; uses its
-servers (S["main"]: API key, 8 slots; S["plain"]: --slots 0) and starts one
-more (--reasoning-budget 3 --slots 2).
+conversations that go on, are edited, or are truncated, tool loops whose
+last step is retried or edited (with and without --cache-ram), and its
+counters in /health and /metrics.  Registered into test_server.py's list;
+uses its servers (S["main"]: API key, 8 slots; S["plain"]: --slots 0) and
+starts two more (--reasoning-budget 3 --slots 2; --cache-ram 64M).
 
 The tiny model writes gibberish, so the assertions are about token counts
 and equalities: with ignore_eos the reasoning has exactly N tokens, equal to
@@ -224,3 +225,59 @@ def preserve_thinking_extends_the_previous_prompt():
     without = T.chat(cached, [system, T.user("One."), T.message_of(a), T.user("Three.")], max_tokens=6,
                      extra_body={"thinking_budget": 2})
     assert without.usage.prompt_tokens_details.cached_tokens == count_upto_last({"messages": c1}, HDR), without.usage
+
+
+@T.test
+def regenerate_after_truncating_reuses_the_whole_prompt():
+    """The client drops the last exchange to regenerate the answer before it:
+    that request's prompt end is still cached (the next turn re-rendered the
+    answer without its think block, so it did not supersede it)."""
+    cached, plain = T.S["main"].client(), T.S["plain"].client()
+    c1 = [{"role": "system", "content": "You are the regenerate-test assistant."}, T.user("A question.")]
+    a1 = T.chat(cached, c1, max_tokens=6, extra_body={"ignore_eos": True})
+    T.chat(cached, c1 + [T.message_of(a1), T.user("Another one.")], max_tokens=6, extra_body={"ignore_eos": True})
+    again = T.chat(cached, c1, max_tokens=6, extra_body={"ignore_eos": True})
+    cold = T.chat(plain, c1, max_tokens=6, extra_body={"ignore_eos": True})
+    assert again.usage.prompt_tokens_details.cached_tokens == again.usage.prompt_tokens == a1.usage.prompt_tokens, again.usage
+    assert T.message_of(again) == T.message_of(cold) == T.message_of(a1)
+
+
+@T.test
+def tool_loop_retries_and_edits():
+    """A tool loop's last step retried (the request before it sent again) or
+    its last tool result edited: without --cache-ram the loop is prefilled
+    again from the assistant header after the user message (each prompt end
+    superseded the one before); with it, from the step before (kept in RAM).
+    (No tool declarations: the template renders the calls and results
+    without them, and the prompts stay short.)"""
+    plain = T.S["plain"].client()
+    srv = T.Server("toolloop-ram", "--ctx", "4096", "--slots", "8", "--cache-ram", "64M")
+    kw = {"ignore_eos": True}
+    try:
+        for name, client in (("slots only", T.S["main"].client()), ("--cache-ram", srv.client())):
+            system = {"role": "system", "content": f"You are the tool-loop test assistant ({name})."}
+            msgs = [system, T.user("Check the weather in Rome and in Paris.")]
+            prompts = []
+            for k, city in enumerate(("Rome", "Paris")):
+                r = T.chat(client, msgs, max_tokens=6, extra_body=kw)
+                prompts.append(r.usage.prompt_tokens)
+                call = {"id": f"call_{k}", "type": "function",
+                        "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}
+                msgs += [dict(T.message_of(r), tool_calls=[call]),
+                         {"role": "tool", "tool_call_id": f"call_{k}", "content": f"{city}: sunny"}]
+            third = T.chat(client, msgs, max_tokens=6, extra_body=kw)
+            assert third.usage.prompt_tokens_details.cached_tokens >= prompts[1], (name, third.usage, prompts)
+            hdr = count_upto_last({"messages": msgs[:2]}, HDR)
+            cases = (("edit the last tool result", msgs[:-1] + [dict(msgs[-1], content="Paris: rain")]),
+                     ("retry the last step", msgs[:-2]))
+            for what, m in cases:
+                a = T.chat(client, m, max_tokens=6, extra_body=kw)
+                b = T.chat(plain, m, max_tokens=6, extra_body=kw)
+                assert T.message_of(a) == T.message_of(b), (name, what, T.message_of(a), T.message_of(b))
+                want = prompts[1] if name == "--cache-ram" else hdr
+                assert a.usage.prompt_tokens_details.cached_tokens == want, (name, what, a.usage, want, prompts)
+        t = T.health(srv)["cache"]["tiers"]
+        assert t["ram"]["hits"] == 2 and t["disk"]["snapshots"] == 0, t
+    finally:
+        rc = srv.stop()
+    assert rc == 0, (rc, srv.read_log()[-3000:])

@@ -1044,6 +1044,7 @@ import test_web  # noqa: E402,F401  (the web chat page, in Chromium)
 import test_agent  # noqa: E402,F401  (thinking budget, prefix cache on edited histories)
 import test_persist  # noqa: E402,F401  (--cache-dir: snapshots across restarts)
 import test_grammar  # noqa: E402,F401  (constrained decoding: response_format, tool_choice)
+import test_tiers  # noqa: E402,F401  (--cache-ram: snapshots evicted from the slots, in RAM then on disk)
 
 # ------------------------------------------------------------------ main
 

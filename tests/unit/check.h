@@ -23,22 +23,27 @@ static int check_total, check_failed, check_skipped;
 static int check_argc;
 static char **check_argv;
 
-#define CHECK(cond, ...)                                                             \
+#define CHECK(cond, ...) CHECK_AS(cond, #cond, __VA_ARGS__)
+
+/* CHECK with the expression's text given apart (ok is evaluated once). */
+#define CHECK_AS(ok, text, ...)                                                      \
     do {                                                                             \
         check_total++;                                                               \
-        if (!(cond)) {                                                               \
+        if (!(ok)) {                                                                 \
             check_failed++;                                                          \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, text);           \
             fprintf(stderr, __VA_ARGS__);                                            \
             fputc('\n', stderr);                                                     \
         }                                                                            \
     } while (0)
 
-/* CHECK, then leave the test function when it failed (cond is evaluated twice). */
+/* CHECK, then leave the test function when it failed.  cond is evaluated
+ * once, so it may have side effects (REQUIRE((f = fopen(...)) != NULL, ...)). */
 #define REQUIRE(cond, ...)                                                           \
     do {                                                                             \
-        CHECK(cond, __VA_ARGS__);                                                    \
-        if (!(cond)) return;                                                         \
+        const int require_ok_ = !!(cond);                                            \
+        CHECK_AS(require_ok_, #cond, __VA_ARGS__);                                   \
+        if (!require_ok_) return;                                                    \
     } while (0)
 
 #define SKIP(...)                                                                    \

@@ -251,6 +251,28 @@ static void cuda_close(lilac_backend *b) {
         if (!((ptr) = dalloc(b, (size_t)(n) * sizeof *(ptr), e))) goto fail; \
     } while (0)
 
+/* Whether prefill runs the sm_90a fp16 GEMMs: an sm_90 GPU, not turned off
+ * (LILAC_QGEMM=bf16 or mma), and every 4-bit matrix's scales in range
+ * (lc_qgemm_h_check).  -1 when the check itself failed. */
+static int use_f16(lilac_backend *b, int major, lilac_error *e) {
+    const char *q = getenv("LILAC_QGEMM");
+    if (major != 9 || (q && (strcmp(q, "bf16") == 0 || strcmp(q, "mma") == 0))) return 0;
+    const lilac_config *c = &b->m->cfg;
+    for (int l = 0; l < c->n_layers; l++) {
+        const cuda_layer *cl = &b->layers[l];
+        const lc_qmat *ms[] = {&cl->in_proj, &cl->out_proj, &cl->gate, &cl->up, &cl->down, &cl->sh_gate, &cl->sh_up, &cl->sh_down};
+        for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) {
+            int ok = 1;
+            if (lc_qgemm_h_supported(ms[i]) && lc_qgemm_h_check(ms[i], &ok, b->st) != cudaSuccess) {
+                lilac_fail(e, LILAC_EBACKEND, "CUDA: checking the weights' scale range");
+                return -1;
+            }
+            if (!ok && lc_qgemm_h_supported(ms[i])) return 0;
+        }
+    }
+    return 1;
+}
+
 static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o, lilac_backend **out, lilac_error *e) {
     *out = NULL;
     const lilac_config *c = &m->cfg;
@@ -353,6 +375,23 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
             ALLOC(b->ap.hi, as);
             ALLOC(b->ap.lo, as);
             ALLOC(b->ap.gs, as / 64);
+            if ((b->f16 = use_f16(b, prop.major, e)) < 0) goto fail;
+            if (b->f16) {
+                /* the experts' fp16 input beside the router's bf16 one (sums shared),
+                 * and the fp16 group-sum planes of each fp16 pack */
+                const size_t xrows = xs / ldx, arows = as / ldi;
+                b->xh = (lc_xpack){.ld = ldx, .gs = b->xp.gs, .f16 = 1, .xs = 1.0f};
+                ALLOC(b->xh.hi, (size_t)T * ldx);
+                ALLOC(b->xh.lo, (size_t)T * ldx);
+                ALLOC(b->xh.sh, (size_t)T * 64);
+                ALLOC(b->xh.sl, (size_t)T * 64);
+                ALLOC(b->xp.sh, xrows * 64);
+                ALLOC(b->xp.sl, xrows * 64);
+                ALLOC(b->ap.sh, arows * 64);
+                ALLOC(b->ap.sl, arows * 64);
+                b->ap.f16 = 1;
+                b->ap.xs = 1.0f / 16; /* SwiGLU outputs: fp16 overflows only past 2^20 */
+            }
             ALLOC(b->route.count, E + 1);
             ALLOC(b->route.offset, E + 2);
             ALLOC(b->route.cursor, E + 1);

@@ -73,11 +73,15 @@ lilac_status cuda_forward(lilac_backend *b, lilac_state *s, const int32_t *ids, 
 
     /* final norm and lm_head: every row in LC_LOGIT_ROWS batches, or the last */
     if (out && out->logits && out->all_logits) {
-        LC_CHECK(lc_pack(b->h, D, n, D, b->final_norm, c->rms_eps, &b->xp, b->st));
+        lc_xpack xp = b->xp;
+        xp.lo2 = NULL;
+        if (b->f16 && lc_qgemm_h_supported(&b->lm_head)) xp.f16 = 1, xp.xs = 1.0f;
+        LC_CHECK(lc_pack(b->h, D, n, D, b->final_norm, c->rms_eps, &xp, b->st));
         for (int r0 = 0; r0 < n; r0 += LC_LOGIT_ROWS) {
             const int rows = n - r0 < LC_LOGIT_ROWS ? n - r0 : LC_LOGIT_ROWS;
-            const lc_xpack xr = {b->xp.hi + (size_t)r0 * b->xp.ld, b->xp.lo + (size_t)r0 * b->xp.ld,
-                                 b->xp.gs + (size_t)r0 * (b->xp.ld / 64), b->xp.ld, NULL};
+            lc_xpack xr = xp;
+            xr.hi += (size_t)r0 * xp.ld, xr.lo += (size_t)r0 * xp.ld, xr.gs += (size_t)r0 * (xp.ld / 64);
+            if (xr.f16) xr.sh += (size_t)r0 * 64, xr.sl += (size_t)r0 * 64;
             LC_CHECK(lc_qgemm(&b->lm_head, &xr, rows, b->logits, V, 0, b->st));
             LC_CHECK(cudaMemcpyAsync(b->host_logits, b->logits, (size_t)rows * V * sizeof(float), cudaMemcpyDeviceToHost, b->st));
             LC_CHECK(cudaStreamSynchronize(b->st));

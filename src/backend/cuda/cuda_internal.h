@@ -88,7 +88,9 @@ struct lilac_backend {
     float *sout;       /* [T, D] */
     lc_moe_sort sort;  /* the SIMT prefill path's routing (LILAC_PREFILL=simt) */
     lc_xpack xp;       /* [T, max(D, mixw)] packed GEMM input (prefill) */
-    lc_xpack ap;       /* [T*K + T, I] packed expert activations (prefill) */
+    lc_xpack ap;       /* [T*K + T, I] packed expert activations (prefill; fp16 when f16) */
+    lc_xpack xh;       /* [T, D] fp16 pack of the MoE input beside xp's bf16 one (router) when f16 */
+    int f16;           /* the sm_90a fp16 GEMMs (prefill/gemm_wgmma.cu) for 4-bit weights */
     lc_moe_route route;/* prefill routing: routed + shared-expert slots */
     float *gdn_scratch;/* chunked DeltaNet prefill (NULL when its kernel does not fit the shapes) */
     size_t gdn_scratch_bytes;

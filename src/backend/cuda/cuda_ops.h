@@ -77,11 +77,17 @@ typedef struct {
     float *gs;         /* [rows, ld / 64] */
     int ld;            /* row stride in elements (a multiple of 64) */
     uint16_t *lo2;     /* optional [rows, ld]: bf16(x - hi - lo), so hi + lo + lo2 = x exactly */
+    int f16;           /* hi, lo hold fp16 hi + lo of x * xs instead (the sm_90a kernels; no lo2) */
+    float xs;          /* f16: a power of two keeping x * xs in fp16's range (0 means 1); gs holds sums of x */
+    uint16_t *sh, *sl; /* f16: [rows][64] fp16 hi, lo of gs / 16 (ld <= 4096), the bias GEMM's operand */
 } lc_xpack;
 /* p[t] = pack(x[t] (* rsqrt(mean(x[t]^2) + eps) * norm_w when norm_w)) for
  * t < T, columns [0, C) (C a multiple of 64); x has row stride ldx. */
 cudaError_t lc_pack(const float *x, int ldx, int T, int C, const float *norm_w, float eps, const lc_xpack *p,
                     cudaStream_t st);
+/* The same rows packed into p and q in one pass (e.g. bf16 and fp16). */
+cudaError_t lc_pack2(const float *x, int ldx, int T, int C, const float *norm_w, float eps, const lc_xpack *p,
+                     const lc_xpack *q, cudaStream_t st);
 /* Y[t, r] (+)= sum_c X[t, c] W[r, c] on tensor cores, X packed (lc_pack);
  * W 4- or 8-bit, cols a multiple of 64 (lc_qgemm_supported). */
 int lc_qgemm_supported(const lc_qmat *W);
@@ -102,6 +108,7 @@ typedef struct {
     int32_t *slot_of;  /* [T*K] sorted slot of (t, k) */
     int32_t *tiles;    /* [T*K/LC_MOE_TILE + T/LC_MOE_TILE + E + 2] packed (expert << 20 | first slot) */
     int32_t *ntiles;   /* [1] */
+    int tile;          /* slots per work item: LC_MOE_TILE (0) or 128 (lc_moe_h_tile) */
 } lc_moe_route;
 cudaError_t lc_moe_route_sort(const int32_t *ids, int T, int E, int K, const lc_moe_route *r, cudaStream_t st);
 /* act[p] = pack(silu(gate_e . x[tok(p)]) * (up_e . x[tok(p)])) for every
@@ -116,6 +123,19 @@ cudaError_t lc_moe_mma_down(const lc_qmat *down, const lc_qmat *sh_down, const l
 /* h[t] += sum_k w[t,k] eo[slot_of(t,k)] + sgate[t] eo[T*K + t] */
 cudaError_t lc_moe_route_combine(const float *eo, const lc_moe_route *r, const float *w, const float *sgate, int T, int K,
                                  int D, float *h, cudaStream_t st);
+
+/* The sm_90a GEMMs on fp16 packs (prefill/gemm_wgmma.cu): 4-bit W only,
+ * cols a multiple of 128.  lc_qgemm_h_check sets *ok when W's scales fit
+ * the fp16 path (|s| < 32); it synchronises st (call it at load time). */
+int lc_qgemm_h_supported(const lc_qmat *W);
+cudaError_t lc_qgemm_h_check(const lc_qmat *W, int *ok, cudaStream_t st);
+cudaError_t lc_qgemm_h(const lc_qmat *W, const lc_xpack *X, int T, float *Y, int ldy, int accumulate, cudaStream_t st);
+/* The work-item width (lc_moe_route.tile) the fp16 expert kernels take. */
+int lc_moe_h_tile(void);
+cudaError_t lc_moe_h_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
+                             const lc_moe_route *r, int T, int K, const lc_xpack *x, const lc_xpack *act, cudaStream_t st);
+cudaError_t lc_moe_h_down(const lc_qmat *down, const lc_qmat *sh_down, const lc_moe_route *r, int T, int K,
+                          const lc_xpack *act, float *eo, cudaStream_t st);
 
 /* ---- Gated DeltaNet ----------------------------------------------------------- */
 typedef struct {

@@ -7,9 +7,10 @@
  *                    -> grouped gate/up + SwiGLU (routed + shared expert)
  *                    -> grouped down -> combine (+= h)
  *
- * The GEMMs run on tensor cores (prefill/gemm_mma.cu) on activations packed
- * once per input (prefill/pack.cu).  LILAC_PREFILL=simt selects the earlier
- * SIMT kernels instead (kept to time the two side by side). */
+ * The GEMMs run on tensor cores on activations packed once per input
+ * (prefill/pack.cu): on sm_90a the fp16 kernels of prefill/gemm_wgmma.cu
+ * (b->f16), else the bf16 ones of prefill/gemm_mma.cu.  LILAC_PREFILL=simt
+ * selects the earlier SIMT kernels instead (kept to time them side by side). */
 #include "backend/cuda/cuda_internal.h"
 
 /* prefill profile: an event after each kernel, by class */
@@ -51,6 +52,17 @@ static void trace_proj(lilac_backend *b, const cuda_layer *cl, int l, int T) {
     }
 }
 
+/* The pack a dense GEMM on W reads: fp16 where its kernel takes W. */
+static lc_xpack pack_for(const lilac_backend *b, const lc_qmat *W) {
+    lc_xpack p = b->xp;
+    if (b->f16 && lc_qgemm_h_supported(W)) p.f16 = 1, p.xs = 1.0f, p.lo2 = NULL;
+    return p;
+}
+
+static int moe_f16(const lilac_backend *b, const cuda_layer *cl) {
+    return b->f16 && lc_qgemm_h_supported(&cl->gate) && lc_qgemm_h_supported(&cl->down) && cl->gate.rows % 128 == 0;
+}
+
 lilac_status cuda_enqueue_prefill(lilac_backend *b, lilac_state *s, const int32_t *d_ids, int T, cuda_prof *prof,
                                   lilac_error *e) {
     if (b->prefill_simt) return prefill_simt(b, s, d_ids, T, prof, e);
@@ -64,9 +76,10 @@ lilac_status cuda_enqueue_prefill(lilac_backend *b, lilac_state *s, const int32_
     for (int l = 0; l < c->n_layers; l++) {
         cuda_layer *cl = &b->layers[l];
         const int slot = lilac_config_layer_slot(c, l);
-        LC_CHECK(lc_pack(b->h, D, T, D, cl->input_norm, c->rms_eps, &b->xp, st));
+        const lc_xpack xin = pack_for(b, &cl->in_proj), xout = pack_for(b, &cl->out_proj);
+        LC_CHECK(lc_pack(b->h, D, T, D, cl->input_norm, c->rms_eps, &xin, st));
         MARK(PP_OTHER);
-        LC_CHECK(lc_qgemm(&cl->in_proj, &b->xp, T, b->proj, b->ldp, 0, st));
+        LC_CHECK(lc_qgemm(&cl->in_proj, &xin, T, b->proj, b->ldp, 0, st));
         MARK(PP_DENSE);
         trace_proj(b, cl, l, T);
         if (cl->is_attn) {
@@ -82,23 +95,33 @@ lilac_status cuda_enqueue_prefill(lilac_backend *b, lilac_state *s, const int32_
         }
         cuda_ctrace(b, cl->is_attn ? "attn_out" : "gdn_scan", l, b->mix, T, cl->out_proj.cols, cl->out_proj.cols);
         /* residual 1: h += out_proj(mixer output) */
-        LC_CHECK(lc_pack(b->mix, cl->out_proj.cols, T, cl->out_proj.cols, NULL, 0.0f, &b->xp, st));
+        LC_CHECK(lc_pack(b->mix, cl->out_proj.cols, T, cl->out_proj.cols, NULL, 0.0f, &xout, st));
         MARK(PP_OTHER);
-        LC_CHECK(lc_qgemm(&cl->out_proj, &b->xp, T, b->h, D, 1, st));
+        LC_CHECK(lc_qgemm(&cl->out_proj, &xout, T, b->h, D, 1, st));
         MARK(PP_DENSE);
         cuda_ctrace(b, "h_mixer", l, b->h, T, D, D);
-        /* MoE, residual 2 */
-        LC_CHECK(lc_pack(b->h, D, T, D, cl->post_norm, c->rms_eps, &b->xp, st));
+        /* MoE, residual 2: the router reads the exact bf16 pack, the experts the fp16 one when f16 */
+        const int mf = moe_f16(b, cl);
+        if (mf) LC_CHECK(lc_pack2(b->h, D, T, D, cl->post_norm, c->rms_eps, &b->xp, &b->xh, st));
+        else LC_CHECK(lc_pack(b->h, D, T, D, cl->post_norm, c->rms_eps, &b->xp, st));
         MARK(PP_OTHER);
         LC_CHECK(cl->router.bits == 8 ? lc_qgemm_exact(&cl->router, &b->xp, T, b->rl, E + 1, st)
                                       : lc_qgemm(&cl->router, &b->xp, T, b->rl, E + 1, 0, st));
         LC_CHECK(lc_moe_topk(b->rl, T, E, K, b->topi, b->topw, b->sgate, ctrl, st));
+        b->route.tile = mf ? lc_moe_h_tile() : LC_MOE_TILE;
         LC_CHECK(lc_moe_route_sort(b->topi, T, E, K, &b->route, st));
         MARK(PP_ROUTE);
         cuda_ctrace(b, "moe_logits", l, b->rl, T, E, E + 1);
         cuda_ctrace(b, "moe_w", l, b->topw, T, K, K);
-        LC_CHECK(lc_moe_mma_gate_up(&cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &b->route, T, K, &b->xp, &b->ap, st));
-        LC_CHECK(lc_moe_mma_down(&cl->down, &cl->sh_down, &b->route, T, K, &b->ap, b->eo, st));
+        if (mf) {
+            LC_CHECK(lc_moe_h_gate_up(&cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &b->route, T, K, &b->xh, &b->ap, st));
+            LC_CHECK(lc_moe_h_down(&cl->down, &cl->sh_down, &b->route, T, K, &b->ap, b->eo, st));
+        } else {
+            lc_xpack ap = b->ap;
+            ap.f16 = 0, ap.xs = 1.0f;
+            LC_CHECK(lc_moe_mma_gate_up(&cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &b->route, T, K, &b->xp, &ap, st));
+            LC_CHECK(lc_moe_mma_down(&cl->down, &cl->sh_down, &b->route, T, K, &ap, b->eo, st));
+        }
         MARK(PP_EXPERT);
         cuda_ctrace(b, "moe_shared", l, b->eo + (size_t)T * K * D, T, D, D);
         LC_CHECK(lc_moe_route_combine(b->eo, &b->route, b->topw, b->sgate, T, K, D, b->h, st));

@@ -579,6 +579,7 @@ extern "C" cudaError_t lc_qgemm_exact(const lc_qmat *W, const lc_xpack *X, int T
 
 extern "C" cudaError_t lc_qgemm(const lc_qmat *W, const lc_xpack *X, int T, float *Y, int ldy, int accumulate,
                                 cudaStream_t st) {
+    if (X->f16) return lc_qgemm_h(W, X, T, Y, ldy, accumulate, st); /* an fp16 pack: the sm_90a kernels */
     if (!lc_qgemm_supported(W) || T <= 0 || W->cols > X->ld) return cudaErrorInvalidValue;
     qg_args a = {};
     a.A = a.A2 = *W;
@@ -596,7 +597,8 @@ static int max_items(int T, int K, int E) { return (T * K) / LC_MOE_TILE + T / L
 extern "C" cudaError_t lc_moe_mma_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate,
                                           const lc_qmat *sh_up, const lc_moe_route *r, int T, int K, const lc_xpack *x,
                                           const lc_xpack *act, cudaStream_t st) {
-    if (gate->bits != 4 || sh_gate->bits != 4 || !lc_qgemm_supported(gate) || gate->rows % 64 || gate->rows != act->ld ||
+    if ((r->tile && r->tile != LC_MOE_TILE) || gate->bits != 4 || sh_gate->bits != 4 || !lc_qgemm_supported(gate) ||
+        gate->rows % 64 || gate->rows != act->ld ||
         sh_gate->rows != gate->rows || sh_gate->cols != gate->cols || gate->cols > x->ld)
         return cudaErrorInvalidValue;
     qg_args a = {};
@@ -610,7 +612,8 @@ extern "C" cudaError_t lc_moe_mma_gate_up(const lc_qmat *gate, const lc_qmat *up
 
 extern "C" cudaError_t lc_moe_mma_down(const lc_qmat *down, const lc_qmat *sh_down, const lc_moe_route *r, int T, int K,
                                        const lc_xpack *act, float *eo, cudaStream_t st) {
-    if (down->bits != 4 || !lc_qgemm_supported(down) || sh_down->cols != down->cols || sh_down->rows != down->rows ||
+    if ((r->tile && r->tile != LC_MOE_TILE) || down->bits != 4 || !lc_qgemm_supported(down) ||
+        sh_down->cols != down->cols || sh_down->rows != down->rows ||
         down->cols > act->ld)
         return cudaErrorInvalidValue;
     qg_args a = {};

@@ -1,6 +1,6 @@
 /* moe_route.cu — the routing of a prefill chunk on the GPU, for the grouped
  * tensor-core expert GEMMs (gemm_mma.cu): per-expert counts, a scan into
- * offsets and the list of work items (at most LC_MOE_TILE slots of one
+ * offsets and the list of work items (at most r.tile slots of one
  * expert each), the scatter of (token, k) slots into expert order, and the
  * combine back into the residual.  The shared expert is expert E with one
  * slot per token (slots T*K + t), so it runs in the same launches.
@@ -22,7 +22,8 @@ __global__ void scan_kernel(lc_moe_route r, int E, int T) {
     __shared__ int sc[1024], tc[1024];
     const int e = threadIdx.x;
     const int c = e < E ? r.count[e] : e == E ? T : 0;
-    const int nt = (c + LC_MOE_TILE - 1) / LC_MOE_TILE;
+    const int W = r.tile ? r.tile : LC_MOE_TILE;
+    const int nt = (c + W - 1) / W;
     sc[e] = c;
     tc[e] = nt;
     __syncthreads();
@@ -38,8 +39,8 @@ __global__ void scan_kernel(lc_moe_route r, int E, int T) {
     r.offset[e] = off;
     r.cursor[e] = off;
     /* the shared expert's items first: the largest group starts early */
-    const int first = e == E ? 0 : toff + (T + LC_MOE_TILE - 1) / LC_MOE_TILE;
-    for (int i = 0; i < nt; i++) r.tiles[first + i] = (e << 20) | (off + i * LC_MOE_TILE);
+    const int first = e == E ? 0 : toff + (T + W - 1) / W;
+    for (int i = 0; i < nt; i++) r.tiles[first + i] = (e << 20) | (off + i * W);
     if (e == E) {
         r.offset[E + 1] = sc[e];
         *r.ntiles = tc[e];

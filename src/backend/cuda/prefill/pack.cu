@@ -1,7 +1,11 @@
 /* pack.cu — fp32 activations into the tensor-core GEMMs' input format
- * (lc_xpack, cuda_ops.h): bf16 hi + lo (+ lo2), 16-column blocks permuted into the
- * fragment order, per-64 group sums; the input RMSNorm optionally fused. */
+ * (lc_xpack, cuda_ops.h): bf16 hi + lo (+ lo2), or fp16 hi + lo of x * xs
+ * (f16), 16-column blocks permuted into the fragment order, per-64 group
+ * sums; the input RMSNorm optionally fused.  One pass can fill two packs of
+ * the same rows (the router's bf16 and the experts' fp16). */
 #include "backend/cuda/common.cuh"
+
+#include <cuda_fp16.h>
 
 namespace {
 
@@ -9,8 +13,53 @@ namespace {
 __device__ __constant__ int PERM[16] = {0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15};
 
 /* Block per row; thread j owns 16-column blocks j, j + 256, ... */
+__device__ __forceinline__ void store16(uint16_t *dst, const uint32_t (&v)[8]) {
+    uint4 *d = reinterpret_cast<uint4 *>(dst);
+    d[0] = make_uint4(v[0], v[1], v[2], v[3]), d[1] = make_uint4(v[4], v[5], v[6], v[7]);
+}
+
+/* One permuted 16-block v of row t into pack p at column block b. */
+__device__ __forceinline__ void put_block(const lc_xpack &p, int t, int b, const float (&v)[16], float sum) {
+    uint32_t hi[8], lo[8], lo2[8];
+    const size_t at = (size_t)t * p.ld + b * 16;
+    if (p.f16) {
+        const float xs = p.xs ? p.xs : 1.0f;
+#pragma unroll
+        for (int k = 0; k < 16; k += 2) {
+            const float a = v[PERM[k]] * xs, c = v[PERM[k + 1]] * xs;
+            const __half ha = __float2half_rn(a), hc = __float2half_rn(c);
+            const __half la = __float2half_rn(a - __half2float(ha)), lc = __float2half_rn(c - __half2float(hc));
+            hi[k / 2] = (uint32_t)__half_as_ushort(ha) | (uint32_t)__half_as_ushort(hc) << 16;
+            lo[k / 2] = (uint32_t)__half_as_ushort(la) | (uint32_t)__half_as_ushort(lc) << 16;
+        }
+        store16(p.hi + at, hi), store16(p.lo + at, lo);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 16; k += 2) {
+            /* each remainder is exact in fp32, so hi + lo + lo2 == x */
+            const float a = v[PERM[k]], c = v[PERM[k + 1]];
+            const uint16_t ha = f32_to_bf16(a), hc = f32_to_bf16(c);
+            const float ra = a - bf16_to_f32(ha), rc = c - bf16_to_f32(hc);
+            const uint16_t la = f32_to_bf16(ra), lc = f32_to_bf16(rc);
+            hi[k / 2] = ha | (uint32_t)hc << 16;
+            lo[k / 2] = la | (uint32_t)lc << 16;
+            lo2[k / 2] = f32_to_bf16(ra - bf16_to_f32(la)) | (uint32_t)f32_to_bf16(rc - bf16_to_f32(lc)) << 16;
+        }
+        store16(p.hi + at, hi), store16(p.lo + at, lo);
+        if (p.lo2) store16(p.lo2 + at, lo2);
+    }
+    if ((b & 3) == 0) {
+        p.gs[(size_t)t * (p.ld / 64) + b / 4] = sum;
+        if (p.f16) { /* gs / 16 as fp16 hi, lo (gemm_wgmma.cu's bias GEMM) */
+            const __half h = __float2half_rn(sum * (1.0f / 16));
+            p.sh[(size_t)t * 64 + b / 4] = __half_as_ushort(h);
+            p.sl[(size_t)t * 64 + b / 4] = __half_as_ushort(__float2half_rn(sum * (1.0f / 16) - __half2float(h)));
+        }
+    }
+}
+
 __global__ void __launch_bounds__(256) pack_kernel(const float *__restrict__ x, int ldx, int C, const float *__restrict__ nw,
-                                                   float eps, lc_xpack p) {
+                                                   float eps, lc_xpack p, lc_xpack q) {
     __shared__ float scratch[32];
     const int t = blockIdx.x, nb = C / 16;
     const float *row = x + (size_t)t * ldx;
@@ -44,27 +93,8 @@ __global__ void __launch_bounds__(256) pack_kernel(const float *__restrict__ x, 
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
         if (!on) continue;
-        uint32_t hi[8], lo[8], lo2[8];
-#pragma unroll
-        for (int k = 0; k < 16; k += 2) {
-            /* each remainder is exact in fp32, so hi + lo + lo2 == x */
-            const float a = v[PERM[k]], c = v[PERM[k + 1]];
-            const uint16_t ha = f32_to_bf16(a), hc = f32_to_bf16(c);
-            const float ra = a - bf16_to_f32(ha), rc = c - bf16_to_f32(hc);
-            const uint16_t la = f32_to_bf16(ra), lc = f32_to_bf16(rc);
-            hi[k / 2] = ha | (uint32_t)hc << 16;
-            lo[k / 2] = la | (uint32_t)lc << 16;
-            lo2[k / 2] = f32_to_bf16(ra - bf16_to_f32(la)) | (uint32_t)f32_to_bf16(rc - bf16_to_f32(lc)) << 16;
-        }
-        uint4 *ph = reinterpret_cast<uint4 *>(p.hi + (size_t)t * p.ld + b * 16);
-        uint4 *pl = reinterpret_cast<uint4 *>(p.lo + (size_t)t * p.ld + b * 16);
-        ph[0] = make_uint4(hi[0], hi[1], hi[2], hi[3]), ph[1] = make_uint4(hi[4], hi[5], hi[6], hi[7]);
-        pl[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]), pl[1] = make_uint4(lo[4], lo[5], lo[6], lo[7]);
-        if (p.lo2) {
-            uint4 *p2 = reinterpret_cast<uint4 *>(p.lo2 + (size_t)t * p.ld + b * 16);
-            p2[0] = make_uint4(lo2[0], lo2[1], lo2[2], lo2[3]), p2[1] = make_uint4(lo2[4], lo2[5], lo2[6], lo2[7]);
-        }
-        if ((b & 3) == 0) p.gs[(size_t)t * (p.ld / 64) + b / 4] = sum;
+        put_block(p, t, b, v, sum);
+        if (q.hi) put_block(q, t, b, v, sum);
     }
 }
 
@@ -73,6 +103,14 @@ __global__ void __launch_bounds__(256) pack_kernel(const float *__restrict__ x, 
 extern "C" cudaError_t lc_pack(const float *x, int ldx, int T, int C, const float *norm_w, float eps, const lc_xpack *p,
                                cudaStream_t st) {
     if (C % 64 || ldx % 4 || C > p->ld || T <= 0) return cudaErrorInvalidValue;
-    pack_kernel<<<T, 256, 0, st>>>(x, ldx, C, norm_w, eps, *p);
+    const lc_xpack none = {};
+    pack_kernel<<<T, 256, 0, st>>>(x, ldx, C, norm_w, eps, *p, none);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t lc_pack2(const float *x, int ldx, int T, int C, const float *norm_w, float eps, const lc_xpack *p,
+                                const lc_xpack *q, cudaStream_t st) {
+    if (C % 64 || ldx % 4 || C > p->ld || C > q->ld || T <= 0) return cudaErrorInvalidValue;
+    pack_kernel<<<T, 256, 0, st>>>(x, ldx, C, norm_w, eps, *p, *q);
     return cudaGetLastError();
 }
