@@ -33,7 +33,7 @@ NO_THINK = {"chat_template_kwargs": {"enable_thinking": False}}
 
 
 def sanitized():
-    """Under ASan (make test-asan) every third corpus entry: memory errors, not breadth, are the point there."""
+    """Under ASan (make test-asan) a part of the corpus: memory errors, not breadth, are the point there."""
     return "asan" in T.LILAC
 
 
@@ -43,7 +43,8 @@ def corpus(kind, every=None):
         d = json.load(open(p, encoding="utf-8"))
         if kind in d:
             out.append((os.path.basename(p)[:-5], d[kind]))
-    return out[::3] if every is None and sanitized() else out
+    step = every or ((3 if kind == "schema" else 5) if sanitized() else 1)
+    return out[::step]
 
 
 def check_formats(value, schema):
@@ -199,7 +200,8 @@ def tool_choice_named_and_single():
     names = ["get_weather", "calculator", "list_calendar_events", "get_time"]
     tools = [t for _, t in corpus("tool", 1) if t["function"]["name"] in names + ["read_file", "grep", "sql_query"]]
     srv = gsrv()
-    names = ["get_weather", "calculator", "list_calendar_events", "get_time"]
+    if sanitized():
+        names = names[1:3]
     for i, name in enumerate(names):
         done = False
         for seed in range(40 + 4 * i, 44 + 4 * i):
@@ -224,7 +226,7 @@ def tool_choice_named_and_single():
 def json_object_always_parses():
     """response_format json_object: every finished output is a JSON object; cut ones say "length"."""
     srv, parsed = gsrv(), 0
-    for seed in range(1, 11):
+    for seed in range(1, 6 if sanitized() else 11):
         st, r = post(srv, "/v1/chat/completions", {
             "messages": [T.user("JSON please")], "max_tokens": 400, "seed": seed, "temperature": 1.3,
             "response_format": {"type": "json_object"}, **NO_THINK})
@@ -235,7 +237,7 @@ def json_object_always_parses():
         assert ch["finish_reason"] == "stop", ch
         assert isinstance(json.loads(ch["message"]["content"]), dict), ch
         parsed += 1
-    assert parsed >= 3, parsed
+    assert parsed >= (1 if sanitized() else 3), parsed
     # the legacy completions endpoint takes it too (no template, no think block)
     for seed in range(1, 4):
         st, r = post(srv, "/v1/completions", {"prompt": "JSON:", "max_tokens": 400, "seed": seed, "temperature": 1.2,
