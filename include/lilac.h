@@ -192,6 +192,29 @@ typedef struct {
 /* Greedy, no penalties (temperature 0, top_p 1, repetition_penalty 1). */
 lilac_sampling lilac_sampling_greedy(void);
 
+/* Constrained decoding: the caller's automaton decides which ids may come
+ * next (src/text/grammar.h builds one from a grammar).  Before each sampled
+ * token the engine calls mask(), which writes the allowed ids as bits (bit
+ * i % 32 of word i / 32, (vocab + 31) / 32 words) and returns one of
+ * LILAC_MASK_*; disallowed logits become -inf before penalties, temperature
+ * and the top-k/top-p/min-p cut (greedy and sampled alike; logprobs stay the
+ * model's).  accept() is told every generated id, sampled or fed by the
+ * engine (the reasoning budget's closing tokens), in order; nonzero means
+ * the id was not allowed, and generation fails.  With a constraint the
+ * engine runs its host loop (backends' device loops do not take one). */
+enum {
+    LILAC_MASK_ERROR = -1, /* the constraint failed: generation fails */
+    LILAC_MASK_NONE = 0,   /* nothing may follow: generation ends (LILAC_FINISH_EOS) */
+    LILAC_MASK_SOME = 1,   /* bits says which ids */
+    LILAC_MASK_ALL = 2,    /* any id (bits untouched) */
+};
+
+typedef struct {
+    int (*mask)(void *ctx, uint32_t *bits);
+    int (*accept)(void *ctx, int32_t id);
+    void *ctx;
+} lilac_constraint;
+
 typedef struct {
     int max_tokens;           /* at most this many new tokens */
     lilac_sampling sampling;
@@ -217,6 +240,7 @@ typedef struct {
      * the frequency and presence penalties count them as generated text.
      * 0 for a new generation. */
     int n_prior_gen;
+    const lilac_constraint *constraint; /* NULL: unconstrained */
 } lilac_gen_params;
 
 typedef struct {

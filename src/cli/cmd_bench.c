@@ -31,6 +31,7 @@
 #include "util/version.h"
 
 int bench_tokenizer(int argc, char **argv, const cli_globals *g);
+int bench_grammar(int argc, char **argv, const cli_globals *g);
 
 static double now_s(void) {
     struct timespec ts;
@@ -61,6 +62,7 @@ static void print_clock(int mhz) {
 
 int cmd_bench(int argc, char **argv, const cli_globals *g) {
     if (argc >= 1 && strcmp(argv[0], "tokenizer") == 0) return bench_tokenizer(argc - 1, argv + 1, g);
+    if (argc >= 1 && strcmp(argv[0], "grammar") == 0) return bench_grammar(argc - 1, argv + 1, g);
     const char *model = NULL, *config = LILAC_CONFIG_BUILTIN, *json_out = NULL;
     const char *prefill_list = NULL, *decode_list = NULL;
     int synthetic = 0, ctx = 0, n = 64, warmup = 16, repeats = 3, no_profile = 0, chunk = 0, no_decode = 0,
@@ -91,7 +93,8 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
     if (help) {
         printf("Usage: lilac bench (--synthetic | --model DIR) [--prefill LIST] [--decode LIST | --ctx N] [--real-context]\n"
                "                   [-n N] [--warmup N] [--repeats R] [--no-prefill] [--no-decode] [--json FILE]\n"
-               "       lilac bench tokenizer --help\n\n"
+               "       lilac bench tokenizer --help\n"
+               "       lilac bench grammar --help   (constrained decoding: mask cost per token)\n\n"
                "Prefill speed and time to first token per prompt length, decode speed at batch 1 per context\n"
                "length, each measured --repeats times (median, min, max).  With neither --prefill nor --decode\n"
                "(--ctx), both sweeps run over the ten lengths 256,512,1K,2K,4K,8K,16K,32K,64K,128K; with one\n"

@@ -140,6 +140,7 @@ void lilac_session_free(lilac_session *s) {
     if (s->st) s->g->ops->state_free(s->g->be, s->st);
     free(s->tokens);
     free(s->logits);
+    free(s->allow);
     lilac_sampler_free(&s->sampler);
     free(s);
 }
@@ -234,7 +235,7 @@ static lilac_status gen_run(lilac_session *s, const lilac_gen_params *p, lilac_t
     const lilac_sampling *sp = &p->sampling;
     *n_out = 0;
     *why = LILAC_FINISH_LENGTH;
-    if (s->g->ops->generate && p->max_tokens > 0) {
+    if (s->g->ops->generate && p->max_tokens > 0 && !p->constraint) {
         /* Generation on the device: no per-token round trip.  It declines
          * (EUNSUPPORTED) what it does not do, and the host loop runs. */
         int32_t *out = malloc((size_t)(s->cap + 1) * sizeof *out);
@@ -251,11 +252,25 @@ static lilac_status gen_run(lilac_session *s, const lilac_gen_params *p, lilac_t
         free(out);
     }
     const int len = lilac_session_len(s);
+    const lilac_constraint *k = p->constraint;
+    if (k && !s->allow && !(s->allow = malloc((size_t)(c->vocab_size + 31) / 32 * sizeof *s->allow)))
+        return lilac_fail(e, LILAC_ENOMEM, "constraint mask");
     lilac_sampler_begin(&s->sampler, sp, s->tokens, len);
     for (int i = len - p->n_prior_gen; i < len; i++) lilac_sampler_accept(&s->sampler, s->tokens[i]);
+    /* The mask for the next token is asked before the previous one is fed,
+     * so a complete constraint (MASK_NONE: no end id allowed) ends the run
+     * with that token unfed, as an end id would. */
+    int mk = k && p->max_tokens > 0 ? k->mask(k->ctx, s->allow) : LILAC_MASK_ALL;
     for (int i = 0; i < p->max_tokens; i++) {
         lilac_token_info t = {0};
-        t.id = lilac_sampler_pick(&s->sampler, sp, s->logits);
+        if (mk == LILAC_MASK_ERROR) return lilac_fail(e, LILAC_EINVAL, "constrained decoding: the constraint failed");
+        if (mk == LILAC_MASK_NONE) {
+            *why = LILAC_FINISH_EOS;
+            return LILAC_OK;
+        }
+        t.id = lilac_sampler_pick_masked(&s->sampler, sp, s->logits, mk == LILAC_MASK_SOME ? s->allow : NULL);
+        if (k && k->accept(k->ctx, t.id))
+            return lilac_fail(e, LILAC_EINVAL, "constrained decoding: token %d was not allowed", t.id);
         t.index = i;
         if (p->logprobs || p->top_logprobs)
             lilac_logprobs(s->logits, c->vocab_size, t.id, p->top_logprobs, &t, s->sampler.idx);
@@ -270,6 +285,7 @@ static lilac_status gen_run(lilac_session *s, const lilac_gen_params *p, lilac_t
             return LILAC_OK;
         }
         if (i == p->max_tokens - 1 || lilac_session_len(s) >= s->cap) break;
+        if (k && ((mk = k->mask(k->ctx, s->allow)) == LILAC_MASK_NONE || mk == LILAC_MASK_ERROR)) continue;
         lilac_status st = feed(s, &t.id, 1, NULL, 0, NULL, e);
         if (st) return st;
     }
@@ -410,6 +426,8 @@ static lilac_status gen_budget(lilac_session *s, const lilac_gen_params *p, lila
         ti[i].id = p->think_end[i];
         ti[i].index = n;
         ti[i].forced = 1;
+        if (p->constraint && p->constraint->accept(p->constraint->ctx, ti[i].id))
+            return lilac_fail(e, LILAC_EINVAL, "constrained decoding: the closing token %d was not allowed", ti[i].id);
         n++;
         *n_out = n;
         if (cb && cb(ctx, &ti[i])) {

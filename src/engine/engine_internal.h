@@ -24,6 +24,7 @@ struct lilac_session {
     float *logits;   /* [vocab] logits after the last token */
     int have_logits;
     lilac_sampler sampler;
+    uint32_t *allow; /* [(vocab + 31) / 32] constrained decoding's mask, made on first use */
 };
 
 /* A 64-bit identity of the model: the config's numbers, the layout, every

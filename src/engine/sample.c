@@ -107,9 +107,20 @@ static int32_t argmax(const float *x, int n) {
 }
 
 int32_t lilac_sampler_pick(lilac_sampler *s, const lilac_sampling *p, const float *logits) {
+    return lilac_sampler_pick_masked(s, p, logits, NULL);
+}
+
+int32_t lilac_sampler_pick_masked(lilac_sampler *s, const lilac_sampling *p, const float *logits, const uint32_t *allow) {
     const int V = s->vocab;
     float *w = s->work;
     memcpy(w, logits, (size_t)V * sizeof *w);
+    if (allow) /* constrained decoding: first, so nothing below sees a disallowed id */
+        for (int k = 0; k < (V + 31) / 32; k++) {
+            uint32_t m = allow[k];
+            if (m == 0xffffffffu) continue;
+            for (int b = 0; b < 32 && k * 32 + b < V; b++)
+                if (!(m >> b & 1)) w[k * 32 + b] = -INFINITY;
+        }
     if (p->repetition_penalty > 0 && p->repetition_penalty != 1.0f)
         for (int i = 0; i < V; i++)
             if (s->seen[i]) w[i] = w[i] > 0 ? w[i] / p->repetition_penalty : w[i] * p->repetition_penalty;
@@ -128,7 +139,8 @@ int32_t lilac_sampler_pick(lilac_sampler *s, const lilac_sampling *p, const floa
     const float floor_w = p->min_p > 0 ? mx + logf(p->min_p) : -INFINITY;
     int n = 0;
     for (int i = 0; i < V; i++)
-        if (w[i] >= floor_w) s->idx[n++] = i;
+        if (w[i] >= floor_w && w[i] > -INFINITY) s->idx[n++] = i;
+    if (n == 0) return argmax(w, V); /* every logit -inf: nothing to draw from */
     if (p->top_k > 0 && p->top_k < n) {
         select_top(w, s->idx, n, p->top_k);
         n = p->top_k;

@@ -42,6 +42,9 @@ void lilac_sampler_begin(lilac_sampler *s, const lilac_sampling *p, const int32_
 void lilac_sampler_accept(lilac_sampler *s, int32_t id);
 /* The next id from raw logits [vocab]. */
 int32_t lilac_sampler_pick(lilac_sampler *s, const lilac_sampling *p, const float *logits);
+/* The same among the ids set in allow ((vocab + 31) / 32 words; NULL: all),
+ * which must hold at least one: the others are -inf before everything else. */
+int32_t lilac_sampler_pick_masked(lilac_sampler *s, const lilac_sampling *p, const float *logits, const uint32_t *allow);
 /* log-softmax of the raw logits for `id`, and the n most likely alternatives. */
 void lilac_logprobs(const float *logits, int vocab, int32_t id, int n, lilac_token_info *t, int32_t *scratch);
 

@@ -18,12 +18,14 @@
  *   thinking enabled, adaptive / disabled -> chat_template_kwargs.enable_thinking true / false
  *                                        (omitted: the template's default, thinking on);
  *                                        enabled's budget_tokens -> thinking_budget (enforced)
- *   stop_sequences -> stop; max_tokens, temperature, top_p, top_k, stream as they are.
+ *   stop_sequences -> stop; max_tokens, temperature, top_p, top_k, stream as they are;
+ *   seed (not Anthropic's; the chat endpoint's) as it is.
  * Decisions: metadata, service_tier and other unknown fields are ignored;
  * image and document blocks, server tools and a final assistant message
- * (prefill) are refused; tool_choice any/tool are checked but not enforced
- * (no constrained decoding yet); disable_parallel_tool_use is accepted and
- * ignored. */
+ * (prefill) are refused; tool_choice any/tool constrain the output to tool
+ * calls (as "required" / a named function do on the chat endpoint), and
+ * disable_parallel_tool_use: true makes that one call (parallel_tool_calls
+ * false). */
 #include <limits.h>
 #include <stdarg.h>
 #include <math.h>
@@ -279,6 +281,7 @@ static int map_tools(json_t *body, json_t *req, srv_err *err) {
     if (dp && !json_is_boolean(dp))
         return srv_errf(err, 400, "tool_choice", "'tool_choice.disable_parallel_tool_use' must be a boolean");
     const char *s = json_string_value(ty);
+    if (json_is_true(dp)) json_object_set_new(req, "parallel_tool_calls", json_false());
     if (!strcmp(s, "auto")) json_object_set_new(req, "tool_choice", json_string("auto"));
     else if (!strcmp(s, "none")) json_object_set_new(req, "tool_choice", json_string("none"));
     else if (!strcmp(s, "any")) json_object_set_new(req, "tool_choice", json_string("required"));
@@ -344,6 +347,7 @@ static json_t *map_body(json_t *body, int count_only, srv_err *err) {
         srv_errf(err, 400, "top_p", "'top_p' must be in (0, 1]");
         goto fail;
     }
+    if ((v = field(body, "seed"))) json_object_set(req, "seed", v); /* an extension, as on the chat endpoint */
     if ((v = field(body, "top_k"))) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT_MAX) {
             srv_errf(err, 400, "top_k", "'top_k' must be a non-negative integer");

@@ -48,6 +48,7 @@ void srv_job_release(srv_job *j) {
     free(j->stop_len);
     free((void *)j->gen.stop_ids);
     lilac_parser_free(j->parser);
+    lg_constraint_free(j->constraint);
     lilac_buf_free(&j->piece);
     lilac_buf_free(&j->hold);
     lilac_buf_free(&j->text);

@@ -8,17 +8,17 @@
  *   - omitted sampling fields take generation_config.json's values (as vLLM
  *     does), else OpenAI's defaults (temperature 1, top_p 1).
  *   - fields lilac cannot honour are refused, not ignored: n > 1, best_of > 1,
- *     echo, suffix, logit_bias, response_format other than text (json_object
- *     and json_schema: constrained decoding is not implemented yet),
- *     continue_final_message, the deprecated functions / function_call,
- *     non-boolean chat_template_kwargs flags, non-text content parts.
- *     Unknown fields are ignored.
+ *     echo, suffix, logit_bias, response_format types other than text,
+ *     json_object and json_schema, continue_final_message, the deprecated
+ *     functions / function_call, non-boolean chat_template_kwargs flags,
+ *     non-text content parts.  Unknown fields are ignored.
+ *   - response_format json_object / json_schema and tool_choice required /
+ *     a named function constrain decoding (grammar_req.c).
  *   - thinking_budget N (default --reasoning-budget): after N reasoning
  *     tokens the engine feeds "\n</think>\n\n" itself and the answer
  *     follows; 0 renders the prompt with enable_thinking false.
- *   - tool_choice "required" and a named function are checked and the tools
- *     go to the template, but decoding is not constrained; a named choice
- *     makes only that function's calls count as tool calls.
+ *   - tool_choice "required" and a named function: the output is tool calls
+ *     (constrained); a named choice makes only that function's calls count.
  */
 #include <limits.h>
 #include <math.h>
@@ -321,9 +321,10 @@ static json_t *find_tool(json_t *tools, const char *name) {
 }
 
 /* Decides which tools the parser recognises: *parse_tools is NULL for none
- * (a new reference otherwise). */
-static int tool_choice(json_t *body, json_t *tools, json_t **parse_tools, srv_err *err) {
+ * (a new reference otherwise); *forced: the output must be calls to them. */
+static int tool_choice(json_t *body, json_t *tools, json_t **parse_tools, int *forced, srv_err *err) {
     *parse_tools = NULL;
+    *forced = 0;
     json_t *tc = field(body, "tool_choice");
     int have = tools && json_array_size(tools) > 0;
     if (!tc || (json_is_string(tc) && strcmp(json_string_value(tc), "auto") == 0)) {
@@ -336,6 +337,7 @@ static int tool_choice(json_t *body, json_t *tools, json_t **parse_tools, srv_er
         if (strcmp(s, "required") == 0) {
             if (!have) return srv_errf(err, 400, "tool_choice", "tool_choice \"required\" needs a non-empty 'tools'");
             *parse_tools = json_incref(tools);
+            *forced = 1;
             return 0;
         }
         return srv_errf(err, 400, "tool_choice", "tool_choice \"%s\" is not one of \"none\", \"auto\", \"required\"", s);
@@ -350,6 +352,7 @@ static int tool_choice(json_t *body, json_t *tools, json_t **parse_tools, srv_er
     json_t *t = have ? find_tool(tools, name) : NULL;
     if (!t) return srv_errf(err, 400, "tool_choice", "tool_choice names function '%s', which is not in 'tools'", name);
     *parse_tools = json_pack("[O]", t);
+    *forced = 1;
     return 0;
 }
 
@@ -407,18 +410,10 @@ int srv_req_chat(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err) {
     if (parse_common(srv, body, j, &max_tokens, err) || logprob_fields(body, j, err)) return err->status;
     json_t *tools = field(body, "tools");
     if (tools && check_tools(tools, err)) return err->status;
-    if ((v = field(body, "parallel_tool_calls")) && !json_is_boolean(v))
-        return bad_type(err, "parallel_tool_calls", "a boolean");
-    if ((v = field(body, "response_format"))) {
-        const char *t = json_string_value(json_object_get(v, "type"));
-        if (!json_is_object(v) || !t) return srv_errf(err, 400, "response_format", "'response_format' must be {\"type\": ...}");
-        if (strcmp(t, "json_object") == 0 || strcmp(t, "json_schema") == 0)
-            return srv_errf(err, 400, "response_format",
-                            "response_format \"%s\" needs constrained decoding, which lilac does not implement yet "
-                            "(only \"text\" is supported)", t);
-        if (strcmp(t, "text") != 0)
-            return srv_errf(err, 400, "response_format", "response_format \"%s\" is not supported (only \"text\")", t);
-    }
+    int parallel = 1;
+    if (get_bool(body, "parallel_tool_calls", &parallel, err) < 0) return err->status;
+    json_t *rf = field(body, "response_format");
+    if (rf && srv_check_response_format(rf, err)) return err->status;
     if ((v = field(body, "chat_template_kwargs"))) {
         if (!json_is_object(v)) return bad_type(err, "chat_template_kwargs", "an object");
         /* the template tests these with `is false` / `is true` / truthiness:
@@ -459,7 +454,8 @@ int srv_req_chat(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err) {
     if (budget > 0 && srv->think_close < 0)
         return srv_errf(err, 400, "thinking_budget", "'thinking_budget' needs a </think> token, which this tokenizer lacks");
     json_t *parse_tools = NULL;
-    if (tool_choice(body, tools, &parse_tools, err)) return err->status;
+    int forced = 0;
+    if (tool_choice(body, tools, &parse_tools, &forced, err)) return err->status;
 
     json_t *rq = renderable(body, budget == 0);
     lilac_buf prompt = LILAC_BUF_INIT;
@@ -511,7 +507,9 @@ int srv_req_chat(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err) {
         j->gen.n_think_end = srv->n_think_end;
     }
     lilac_chat_info_free(&info);
-    int r = prompt.oom ? srv_errf(err, 500, NULL, "out of memory") : tokenize_prompt(srv, prompt.data, prompt.len, bs, nb, j, err);
+    const srv_grammar_req gr = {rf, forced ? parse_tools : NULL, forced ? NULL : parse_tools, parallel, j->think_open};
+    int r = prompt.oom ? srv_errf(err, 500, NULL, "out of memory") : srv_req_grammar(srv, &gr, j, err);
+    if (!r) r = tokenize_prompt(srv, prompt.data, prompt.len, bs, nb, j, err);
     lilac_buf_free(&prompt);
     if (!r && lilac_parser_new(parse_tools, flags, j->gen.sampling.seed ^ 0x5eed5eed5eed5eedull, &j->parser, &e))
         r = srv_errf(err, 500, NULL, "internal error: %s", e.msg);
@@ -530,6 +528,9 @@ int srv_req_completion(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *er
     if (parse_common(srv, body, j, &max_tokens, err) || logprob_fields(body, j, err)) return err->status;
     if ((v = field(body, "echo")) && !json_is_false(v)) return srv_errf(err, 400, "echo", "'echo' is not supported");
     if ((v = field(body, "suffix"))) return srv_errf(err, 400, "suffix", "'suffix' is not supported");
+    json_t *rf = field(body, "response_format");
+    const srv_grammar_req gr = {rf, NULL, NULL, 1, 0};
+    if (rf && (srv_check_response_format(rf, err) || srv_req_grammar(srv, &gr, j, err))) return err->status;
     /* a batch of one is the same as its element */
     if (json_is_array(p) && json_array_size(p) == 1 &&
         (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))

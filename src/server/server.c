@@ -96,6 +96,16 @@ static int setup_tokens(srv_ctx *srv, char *msg, size_t cap) {
         for (size_t i = 0; i < ce.len; i++) srv->think_end[srv->n_think_end++] = ce.v[i];
     lilac_ids_free(&ce);
     if (!srv->n_think_end) srv->think_close = -1;
+    /* constrained decoding: the vocabulary index, and the ids that end an answer */
+    srv->tool_call_open = lilac_tokenizer_id(t, "<tool_call>");
+    srv->tool_call_close = lilac_tokenizer_id(t, "</tool_call>");
+    if (lg_vocab_new(t, srv->info.vocab_size, &srv->gvocab, &e)) {
+        snprintf(msg, cap, "grammar: %s", e.msg);
+        return -1;
+    }
+    srv->n_end_ids = 0;
+    for (int i = 0; i < srv->info.n_eos && srv->n_end_ids < SRV_MAX_END_IDS; i++) srv->end_ids[srv->n_end_ids++] = srv->info.eos[i];
+    for (int i = 0; i < srv->n_stop_ids && srv->n_end_ids < SRV_MAX_END_IDS; i++) srv->end_ids[srv->n_end_ids++] = srv->stop_ids[i];
     int32_t n = lilac_tokenizer_n_ids(t);
     for (int32_t id = 0; id < n; id++) {
         size_t len = 0;
@@ -122,6 +132,7 @@ static void free_ctx(srv_ctx *srv) {
     free(srv->added);
     free(srv->added_len);
     free(srv->stop_ids);
+    lg_vocab_free(srv->gvocab);
     srv_queue_free(srv->q);
     lilac_tokenizer_free(srv->tok);
     lilac_engine_close(srv->eng);

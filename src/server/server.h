@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "lilac.h"
+#include "text/grammar.h"
 #include "text/parse.h"
 #include "text/tokenizer.h"
 #include "util/buf.h"
@@ -114,6 +115,13 @@ typedef struct {
     int32_t think_close;
     int32_t think_end[LILAC_MAX_THINK_END];
     int n_think_end;
+    /* Constrained decoding (grammar_req.c): the vocabulary index, the ids
+     * that end a constrained answer (eos and stop ids), the tool-call tokens. */
+    lg_vocab *gvocab;
+#define SRV_MAX_END_IDS 16
+    int32_t end_ids[SRV_MAX_END_IDS];
+    int n_end_ids;
+    int32_t tool_call_open, tool_call_close;
     /* added tokens (content, length), for safe tokenization split points */
     char **added;
     size_t *added_len;
@@ -169,6 +177,7 @@ struct srv_job {
     size_t stop_max; /* longest stop string */
     lilac_parser *parser; /* chat only */
     int chat_snapshot_end; /* feed <|im_end|>\n after a turn that ended with <|im_end|> */
+    lg_constraint *constraint; /* response_format / tool_choice: the grammar (gen.constraint), or NULL */
     int think_open;    /* the prompt ends inside an open think block (chat) */
 
     /* --- the engine thread's, until done --- */
@@ -312,6 +321,24 @@ void srv_output_end(srv_job *j);
  * tokens, sampling, stop strings, parser).  Returns 0, or fills err. */
 int srv_req_chat(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err);
 int srv_req_completion(const srv_ctx *srv, json_t *body, srv_job *j, srv_err *err);
+
+/* ------------------------------------ constrained decoding (grammar_req.c) */
+
+/* What a request asks the output to be. */
+typedef struct {
+    const json_t *format;   /* response_format json_object / json_schema, or NULL */
+    const json_t *calls;    /* tool_choice required / named: the tools a call may use, or NULL */
+    const json_t *tools;    /* tool_choice auto with a format: calls stay possible; or NULL */
+    int parallel;           /* parallel_tool_calls (default true) */
+    int think_open;         /* the output starts inside a think block */
+} srv_grammar_req;
+
+/* Checks response_format (param "response_format"); 0 or fills err. */
+int srv_check_response_format(json_t *rf, srv_err *err);
+/* Compiles the request's grammar into j->constraint and j->gen.constraint
+ * (nothing when neither a format nor calls are asked for); 0 or fills err
+ * (400 naming the unsupported keyword and its place). */
+int srv_req_grammar(const srv_ctx *srv, const srv_grammar_req *r, srv_job *j, srv_err *err);
 
 /* ------------------------------------------------- responses (openai_resp.c) */
 

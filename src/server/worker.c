@@ -172,10 +172,17 @@ static void run(srv_worker *w, srv_job *j) {
     pthread_mutex_unlock(&srv->stats_mu);
     if (!srv->o.quiet) {
         double t1 = now_ms();
-        fprintf(stderr, "lilac serve: %s %s prompt=%d cached=%d gen=%d finish=%s prefill=%.0fms total=%.0fms\n",
+        char gram[64] = ""; /* constrained decoding: the masks' time */
+        long masks = 0;
+        double mask_s = 0;
+        if (j->constraint) lg_constraint_stats(j->constraint, &masks, &mask_s);
+        if (masks) snprintf(gram, sizeof gram, " masks=%ld mask=%.1fms", masks, mask_s * 1e3);
+        fprintf(stderr, "lilac serve: %s %s prompt=%d cached=%d gen=%d finish=%s prefill=%.0fms total=%.0fms%s\n",
                 j->id, !cut ? (st ? "failed" : "done") : cancel == 2 ? "cancelled: shutting down" : "cancelled: client closed",
                 n, j->cached, n_out,
-                cut || st ? "-" : srv_finish_reason(j), t_prefill - t0, t1 - t0);
+                cut || st ? "-" : srv_finish_reason(j), t_prefill - t0, t1 - t0, gram);
+        if (st && j->constraint && lg_constraint_error(j->constraint)[0])
+            fprintf(stderr, "lilac serve: %s: constrained decoding: %s\n", j->id, lg_constraint_error(j->constraint));
     }
     srv_job_finish(j);
 

@@ -600,7 +600,8 @@ def bad_requests():
         ({**ok, "tools": {}}, "tools"), ({**ok, "tools": [{"type": "function"}]}, "tools"),
         ({**ok, "tool_choice": "required"}, "tool_choice"), ({**ok, "tool_choice": "sometimes", "tools": TOOLS}, "tool_choice"),
         ({**ok, "tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
-        ({**ok, "response_format": {"type": "json_object"}}, "response_format"),
+        ({**ok, "response_format": {"type": "yaml"}}, "response_format"),
+        ({**ok, "response_format": {"type": "json_schema", "json_schema": {"schema": {"pattern": "x"}}}}, "response_format"),
         ({**ok, "logit_bias": {"1": 5}}, "logit_bias"), ({**ok, "model": 5}, "model"),
         ({**ok, "chat_template_kwargs": []}, "chat_template_kwargs"),
         ({**ok, "chat_template_kwargs": {"enable_thinking": "no"}}, "chat_template_kwargs.enable_thinking"),
@@ -1042,6 +1043,7 @@ import test_metrics  # noqa: E402,F401  (GET /metrics)
 import test_web  # noqa: E402,F401  (the web chat page, in Chromium)
 import test_agent  # noqa: E402,F401  (thinking budget, prefix cache on edited histories)
 import test_persist  # noqa: E402,F401  (--cache-dir: snapshots across restarts)
+import test_grammar  # noqa: E402,F401  (constrained decoding: response_format, tool_choice)
 import test_tiers  # noqa: E402,F401  (--cache-ram: snapshots evicted from the slots, in RAM then on disk)
 
 # ------------------------------------------------------------------ main
