@@ -117,20 +117,6 @@ static int sub(ctx_t *c, const json_t *s, const lg_filter *f, const char *seg1, 
 
 /* ------------------------------------------------------------------ values */
 
-static unsigned value_type(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_STRING: return LILAC_PT_STRING;
-    case JSON_INTEGER: return LILAC_PT_INTEGER;
-    case JSON_REAL: return LILAC_PT_NUMBER;
-    case JSON_TRUE:
-    case JSON_FALSE: return LILAC_PT_BOOLEAN;
-    case JSON_NULL: return LILAC_PT_NULL;
-    case JSON_ARRAY: return LILAC_PT_ARRAY;
-    case JSON_OBJECT: return LILAC_PT_OBJECT;
-    }
-    return 0;
-}
-
 static int type_allowed(unsigned t, unsigned types) {
     return (t & types) || (t == LILAC_PT_INTEGER && (types & LILAC_PT_NUMBER));
 }
@@ -148,7 +134,7 @@ static int literals(ctx_t *c, const json_t *vals, int n, const lg_filter *f) {
     int r = lg_rule(c->g, "enum"), any = 0;
     for (int i = 0; i < n; i++) {
         const json_t *v = json_is_array(vals) ? json_array_get(vals, (size_t)i) : vals;
-        if (!type_allowed(value_type(v), f->types)) continue;
+        if (!type_allowed(lilac_json_type(v), f->types)) continue;
         if (json_is_real(v) && !isfinite(json_real_value(v))) continue;
         if (f->raw) {
             if (!json_is_string(v) || !raw_ok(json_string_value(v), json_string_length(v), f)) continue;

@@ -46,7 +46,7 @@ static unsigned type_bit(const char *s) {
     return 0;
 }
 
-static unsigned value_bit(const json_t *v) {
+unsigned lilac_json_type(const json_t *v) {
     switch (json_typeof(v)) {
     case JSON_STRING: return LILAC_PT_STRING;
     case JSON_INTEGER: return LILAC_PT_INTEGER;
@@ -76,8 +76,8 @@ static unsigned schema_types(const json_t *schema, int depth) {
     }
     if (bits) return bits;
     const json_t *en = json_object_get(schema, "enum");
-    for (size_t i = 0; json_is_array(en) && i < json_array_size(en); i++) bits |= value_bit(json_array_get(en, i));
-    if (json_object_get(schema, "const")) bits |= value_bit(json_object_get(schema, "const"));
+    for (size_t i = 0; json_is_array(en) && i < json_array_size(en); i++) bits |= lilac_json_type(json_array_get(en, i));
+    if (json_object_get(schema, "const")) bits |= lilac_json_type(json_object_get(schema, "const"));
     if (bits) return bits;
     if (json_object_get(schema, "properties")) bits |= LILAC_PT_OBJECT;
     if (json_object_get(schema, "items")) bits |= LILAC_PT_ARRAY;
@@ -117,7 +117,7 @@ json_t *lilac_parse_typed_value(const char *s, size_t n, unsigned types) {
         return json_stringn(s, n);
     }
     if (v) {
-        unsigned got = value_bit(v);
+        unsigned got = lilac_json_type(v);
         /* An integer is also a number.  A quoted string where strings are
          * allowed keeps its quotes: strings are written raw, so the quotes
          * are part of the value. */

@@ -19,6 +19,9 @@ enum {
     LILAC_PT_OBJECT = 64,
 };
 
+/* The type bit of a JSON value (integer and real told apart, as JSON Schema does). */
+unsigned lilac_json_type(const json_t *v);
+
 /* Looks for the function called name (n bytes) in an OpenAI tools array
  * (entries {"type": "function", "function": {...}} or a bare function
  * object).  Returns 1 and sets *props to its parameters.properties object
