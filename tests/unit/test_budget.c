@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "check.h"
+#include "session_fed.h"
 #include "lilac.h"
 
 #define TINY "tests/fixtures/tiny"
@@ -44,16 +45,7 @@ static int collect(void *ctx, const lilac_token_info *t) {
     return t->index == g->stop_at;
 }
 
-static lilac_session *fed(const int32_t *ids, int n) {
-    lilac_session *s = NULL;
-    lilac_error e = {0};
-    if (lilac_session_new(eng, 256, &s, &e) || lilac_session_feed(s, ids, n, NULL, 0, &e)) {
-        CHECK(0, "session: %s", e.msg);
-        lilac_session_free(s);
-        return NULL;
-    }
-    return s;
-}
+static lilac_session *fed(const int32_t *ids, int n) { return session_fed(eng, 256, ids, n); }
 
 static lilac_gen_params greedy(int max_tokens) {
     lilac_gen_params p = {0};

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "session_fed.h"
 #include "lilac.h"
 #include "text/grammar.h"
 
@@ -44,16 +45,7 @@ static int f_accept(void *ctx, int32_t id) {
     return 0;
 }
 
-static lilac_session *fed(void) {
-    lilac_session *s = NULL;
-    lilac_error e = {0};
-    if (lilac_session_new(eng, 512, &s, &e) || lilac_session_feed(s, PROMPT, 5, NULL, 0, &e)) {
-        CHECK(0, "session: %s", e.msg);
-        lilac_session_free(s);
-        return NULL;
-    }
-    return s;
-}
+static lilac_session *fed(void) { return session_fed(eng, 512, PROMPT, 5); }
 
 typedef struct {
     int n;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "session_fed.h"
 #include "lilac.h"
 #include "server/pcache_tiers.h"
 
@@ -25,17 +26,7 @@
 static lilac_engine *eng;
 static uint64_t S; /* bytes of one L-token snapshot */
 
-static lilac_session *fed(const int32_t *ids, int n) {
-    lilac_session *s = NULL;
-    lilac_error e = {0};
-    CHECK(lilac_session_new(eng, CTX, &s, &e) == LILAC_OK, "session: %s", e.msg);
-    if (s && n > 0 && lilac_session_feed(s, ids, n, NULL, 0, &e) != LILAC_OK) {
-        CHECK(0, "feed %d tokens: %s", n, e.msg);
-        lilac_session_free(s);
-        return NULL;
-    }
-    return s;
-}
+static lilac_session *fed(const int32_t *ids, int n) { return session_fed(eng, CTX, ids, n); }
 
 static srv_pcache *cache_of(int slots, uint64_t ram, const char *dir) {
     srv_pcache *c = NULL;

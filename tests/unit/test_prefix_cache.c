@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "session_fed.h"
 #include "lilac.h"
 #include "server/server.h"
 
@@ -17,17 +18,7 @@
 static lilac_engine *eng;
 
 /* A fresh session fed ids[0..n) in one call (NULL on failure, reported). */
-static lilac_session *fed(const int32_t *ids, int n) {
-    lilac_session *s = NULL;
-    lilac_error e = {0};
-    CHECK(lilac_session_new(eng, CTX, &s, &e) == LILAC_OK, "session: %s", e.msg);
-    if (s && n > 0 && lilac_session_feed(s, ids, n, NULL, 0, &e) != LILAC_OK) {
-        CHECK(0, "feed %d tokens: %s", n, e.msg);
-        lilac_session_free(s);
-        return NULL;
-    }
-    return s;
-}
+static lilac_session *fed(const int32_t *ids, int n) { return session_fed(eng, CTX, ids, n); }
 
 static srv_pcache *cache_of(int slots) {
     srv_pcache *c = NULL;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "session_fed.h"
 #include "lilac.h"
 #include "util/hash.h"
 
@@ -52,17 +53,7 @@ static lilac_status mem_read(void *ctx, void *p, size_t n, lilac_error *e) {
     return LILAC_OK;
 }
 
-static lilac_session *fed(const int32_t *ids, int n, int cap) {
-    lilac_session *s = NULL;
-    lilac_error e = {0};
-    CHECK(lilac_session_new(eng, cap, &s, &e) == LILAC_OK, "session: %s", e.msg);
-    if (s && n > 0 && lilac_session_feed(s, ids, n, NULL, 0, &e) != LILAC_OK) {
-        CHECK(0, "feed %d tokens: %s", n, e.msg);
-        lilac_session_free(s);
-        return NULL;
-    }
-    return s;
-}
+static lilac_session *fed(const int32_t *ids, int n, int cap) { return session_fed(eng, cap, ids, n); }
 
 static const int32_t P[] = {3, 141, 59, 26, 53, 58, 97, 93, 238, 46, 264, 33, 83, 279, 50, 28, 84, 197, 169, 399};
 static const int32_t MORE[] = {288, 41, 97, 169, 399, 37};
