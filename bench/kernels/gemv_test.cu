@@ -1,7 +1,9 @@
 /* gemv_test.cu — workshop for the batch-1 decode GEMVs (issue 14): the
  * engine's kernels (decode/gemv.cu, moe.cu, through their launchers) beside
  * candidate designs, at the real decode shapes, in one run:
- *   0 "engine"   the current kernels;
+ *   0 "engine"   the engine's launchers: the qdot kernels (LILAC_GEMV=engine)
+ *                and the default choice by shape (which runs some of the
+ *                designs below, e.g. persist R=4 S=3 for in_proj / lm_head);
  *   1 "stream"   every weight load of a warp issued at entry (R rows per
  *                warp, 16 B codes per load, ld.global.nc.L1::no_allocate),
  *                a grid of one pass per warp, so (nearly) all of a matrix is
@@ -13,7 +15,8 @@
  *   3 "early"    stream or persist with griddepcontrol.launch_dependents at
  *                entry (not after the wait) and, for stream, an L2 bulk
  *                prefetch of the block's slice before the register loads.
- * Every variant uses the engine's layout (lc_qmat: MLX codes, bf16 scales and
+ * The designs live in decode/gemv_stream.cuh (one copy, shared with the
+ * engine).  Every variant uses the engine's layout (lc_qmat: MLX codes, bf16 scales and
  * biases per 64 inputs, rows fused at load, no repack) and dequantisation
  * (qdot.cuh: one packed bf16 FMA per pair of codes) and is checked against a
  * CPU fp64 reference.  Timing: a CUDA graph of N back-to-back launches (PDL
@@ -29,7 +32,7 @@
 #include <string.h>
 #include <vector>
 
-#include "backend/cuda/qdot.cuh"
+#include "backend/cuda/decode/gemv_stream.cuh"
 
 #define CK(x)                                                                                  \
     do {                                                                                       \
@@ -43,326 +46,21 @@
 static int g_quick = 0, g_failures = 0, g_sms = 132;
 static double g_copy_gbs = 0;
 
-/* ---- shared device pieces ------------------------------------------------- */
-
-/* 16 B of codes, streamed: read once, so not kept in L1. volatile keeps it
- * ahead of griddepcontrol.wait (also volatile asm). */
-__device__ __forceinline__ uint4 ld_stream(const void *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-__device__ __forceinline__ void cp16(void *sdst, const void *g) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(sdst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g) : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-__device__ __forceinline__ void prefetch_l2(const void *p, unsigned bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-}
-
-/* Launch with or without programmatic stream serialization. */
-template <typename... KArgs, typename... Args>
-static void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, bool pdl, Args... args) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr, cfg.numAttrs = pdl ? 1 : 0;
-    CK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
-}
-
-/* ---- variant 1: stream ---------------------------------------------------- */
-/* 4-bit, LPR = 32: lane l takes chunks l + 32 j (j < CPL) of each of its
- * warp's R rows; all R*CPL 16 B loads are issued before anything waits.
- * y[r] = residual[r] + W[r] . x, x optionally RMSNorm(x) * norm_w. */
-constexpr int SW = 8; /* warps per stream block */
-template <int CPL, int R, int MINB, bool EARLY>
-__global__ void __launch_bounds__(SW * 32, MINB) stream_gemv(lc_qmat W, const float *__restrict__ x,
-                                                            const float *__restrict__ norm_w, float eps,
-                                                            float *__restrict__ y, const float *__restrict__ residual) {
-    constexpr int COLS = 32 * 32 * CPL, NCH = 32 * CPL, G = COLS / LC_GROUP;
-    __shared__ float4 xs4[COLS / 4];
-    __shared__ float xcs[NCH];
-    __shared__ float scratch[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int rb = blockIdx.x * SW * R, r0 = rb + warp * R;
-    if (EARLY) {
-        lc_pdl_launch_dependents();
-        if (threadIdx.x == 0) { /* the block's slice in one request each: codes, scales, biases */
-            const int n = min(SW * R, W.rows - rb);
-            prefetch_l2(qrow_w(W, 0, rb), (unsigned)n * COLS / 2);
-            prefetch_l2(W.s + qrow_sb(W, 0, rb), (unsigned)n * G * 2);
-            prefetch_l2(W.b + qrow_sb(W, 0, rb), (unsigned)n * G * 2);
-        }
-    }
-    uint4 q[R][CPL];
-    uint16_t s[R][CPL], b[R][CPL];
-#pragma unroll
-    for (int u = 0; u < R; u++) {
-        const int r = r0 + u;
-        if (r < W.rows) {
-            const uint4 *w = reinterpret_cast<const uint4 *>(qrow_w(W, 0, r));
-            const size_t sb = qrow_sb(W, 0, r);
-#pragma unroll
-            for (int j = 0; j < CPL; j++) {
-                const int k = lane + 32 * j;
-                q[u][j] = ld_stream(w + k);
-                s[u][j] = __ldg(W.s + sb + k / 2);
-                b[u][j] = __ldg(W.b + sb + k / 2);
-            }
-        }
-    }
-    lc_pdl_wait();
-    if (!EARLY) lc_pdl_launch_dependents();
-    load_x_smem<COLS, 32>(x, norm_w, eps, nullptr, xs4, xcs, scratch);
-    float acc[R];
-#pragma unroll
-    for (int u = 0; u < R; u++) acc[u] = 0.0f;
-#pragma unroll
-    for (int j = 0; j < CPL; j++) {
-        float xv[32];
-        const float xsum = x_chunk<COLS, 32>(xs4, xcs, lane + 32 * j, xv);
-#pragma unroll
-        for (int u = 0; u < R; u++) acc[u] = chunk_fma<4>(q[u][j], xv, s[u][j], b[u][j], xsum, acc[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < R; u++) {
-        const float a = warp_sum(acc[u]);
-        const int r = r0 + u;
-        if (lane == 0 && r < W.rows) y[r] = residual ? residual[r] + a : a;
-    }
-}
+/* ---- the variants: the kernels of decode/gemv_stream.cuh ------------------ */
+/* The engine runs some of these instances (gemv.cu / moe.cu pick them by
+ * shape: the "auto" rows); the others, and the EARLY designs, are only here. */
+using namespace gemv_stream;
 
 template <int CPL, int R, int MINB, bool EARLY>
 static void run_stream(const lc_qmat &W, const float *x, const float *nw, float *y, const float *res, cudaStream_t st,
                        bool pdl) {
-    const int grid = (W.rows + SW * R - 1) / (SW * R);
-    launch_k(stream_gemv<CPL, R, MINB, EARLY>, dim3(grid), dim3(SW * 32), 0, st, pdl, W, x, nw, 1e-6f, y, res);
-}
-
-/* ---- variant 2: persist --------------------------------------------------- */
-/* One block of PW warps per SM; warp gw walks tiles gw, gw + nw, ... of R
- * rows.  Each warp owns an S-stage ring: codes [R][NCH] uint4, then scales
- * and biases [R][G] bf16, filled by cp.async (16 B per lane) S-1 tiles
- * ahead.  With XREG the lane's x chunks live in registers for all tiles. */
-constexpr int PW = 16;
-template <int CPL, int R>
-struct ptile {
-    static constexpr int COLS = 1024 * CPL, NCH = 32 * CPL, G = COLS / LC_GROUP, P = G / 8; /* 16 B pieces of s per row */
-    static constexpr int BYTES = R * NCH * 16 + 2 * R * G * 2;
-};
-template <int CPL, int R, int S>
-static size_t persist_smem() {
-    using T = ptile<CPL, R>;
-    return T::COLS * 4 + T::NCH * 4 + 128 + (size_t)PW * S * T::BYTES;
-}
-template <int CPL, int R, int S, bool EARLY>
-__global__ void __launch_bounds__(PW * 32, 1) persist_gemv(lc_qmat W, const float *__restrict__ x,
-                                                          const float *__restrict__ norm_w, float eps,
-                                                          float *__restrict__ y, const float *__restrict__ residual) {
-    using T = ptile<CPL, R>;
-    constexpr int COLS = T::COLS, NCH = T::NCH, G = T::G, P = T::P;
-    constexpr bool XREG = CPL <= 2;
-    extern __shared__ __align__(16) unsigned char smem[];
-    float4 *xs4 = reinterpret_cast<float4 *>(smem);
-    float *xcs = reinterpret_cast<float *>(smem + COLS * 4), *scratch = xcs + NCH;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    unsigned char *ring = smem + COLS * 4 + NCH * 4 + 128 + (size_t)warp * S * T::BYTES;
-    const int nt = (W.rows + R - 1) / R, gw = blockIdx.x * PW + warp, nw = gridDim.x * PW;
-    auto issue = [&](int stage, int tile) {
-        if (tile < nt) {
-            unsigned char *sp = ring + stage * T::BYTES;
-            uint4 *sq = reinterpret_cast<uint4 *>(sp);
-            uint16_t *ss = reinterpret_cast<uint16_t *>(sp + R * NCH * 16), *sbb = ss + R * G;
-#pragma unroll
-            for (int u = 0; u < R; u++) {
-                const int r = tile * R + u;
-                if (r < W.rows) {
-                    const uint4 *w = reinterpret_cast<const uint4 *>(qrow_w(W, 0, r));
-#pragma unroll
-                    for (int j = 0; j < CPL; j++) cp16(sq + u * NCH + lane + 32 * j, w + lane + 32 * j);
-                }
-            }
-            for (int i = lane; i < 2 * R * P; i += 32) {
-                const int which = i / (R * P), rem = i % (R * P), u = rem / P, p = rem % P, r = tile * R + u;
-                if (r < W.rows) cp16((which ? sbb : ss) + u * G + p * 8, (which ? W.b : W.s) + qrow_sb(W, 0, r) + p * 8);
-            }
-        }
-        cp_commit(); /* empty groups too: the wait count stays uniform */
-    };
-    if (EARLY) lc_pdl_launch_dependents();
-#pragma unroll
-    for (int i = 0; i < S - 1; i++) issue(i, gw + i * nw); /* weights only: before the wait */
-    lc_pdl_wait();
-    if (!EARLY) lc_pdl_launch_dependents();
-    load_x_smem<COLS, 32>(x, norm_w, eps, nullptr, xs4, xcs, scratch);
-    float xr[XREG ? CPL : 1][32], xsr[CPL];
-    if (XREG)
-#pragma unroll
-        for (int j = 0; j < CPL; j++) xsr[j] = x_chunk<COLS, 32>(xs4, xcs, lane + 32 * j, xr[XREG ? j : 0]);
-    for (int it = 0;; it++) {
-        const int tile = gw + it * nw;
-        if (tile >= nt) break;
-        issue((it + S - 1) % S, gw + (it + S - 1) * nw);
-        cp_wait<S - 1>();
-        __syncwarp();
-        const unsigned char *sp = ring + (it % S) * T::BYTES;
-        const uint4 *sq = reinterpret_cast<const uint4 *>(sp);
-        const uint16_t *ss = reinterpret_cast<const uint16_t *>(sp + R * NCH * 16), *sbb = ss + R * G;
-        float acc[R];
-#pragma unroll
-        for (int u = 0; u < R; u++) acc[u] = 0.0f;
-#pragma unroll
-        for (int j = 0; j < CPL; j++) {
-            const int c = lane + 32 * j;
-            float xv_[XREG ? 1 : 32];
-            float *xv = XREG ? xr[XREG ? j : 0] : xv_;
-            const float xsum = XREG ? xsr[j] : x_chunk<COLS, 32>(xs4, xcs, c, xv_);
-#pragma unroll
-            for (int u = 0; u < R; u++) acc[u] = chunk_fma<4>(sq[u * NCH + c], xv, ss[u * G + c / 2], sbb[u * G + c / 2], xsum, acc[u]);
-        }
-        __syncwarp(); /* every lane is done with this stage before it is refilled */
-#pragma unroll
-        for (int u = 0; u < R; u++) {
-            const float a = warp_sum(acc[u]);
-            const int r = tile * R + u;
-            if (lane == 0 && r < W.rows) y[r] = residual ? residual[r] + a : a;
-        }
-    }
-    cp_wait<0>(); /* no copy outstanding at exit */
+    CK((launch_stream<CPL, R, MINB, EARLY>(W, 0, x, nw, 1e-6f, nullptr, y, res, nullptr, st, pdl)));
 }
 
 template <int CPL, int R, int S, bool EARLY>
 static void run_persist(const lc_qmat &W, const float *x, const float *nw, float *y, const float *res, cudaStream_t st,
                         bool pdl) {
-    static bool set = false;
-    const size_t smem = persist_smem<CPL, R, S>();
-    if (!set) {
-        CK(cudaFuncSetAttribute(persist_gemv<CPL, R, S, EARLY>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        set = true;
-    }
-    launch_k(persist_gemv<CPL, R, S, EARLY>, dim3(g_sms), dim3(PW * 32), smem, st, pdl, W, x, nw, 1e-6f, y, res);
-}
-
-/* ---- variant 1 for the MoE ---------------------------------------------- */
-/* gate/up: grid (I / (SW R), K + 1), slot K the shared expert; a warp owns R
- * rows of gate and the same R rows of up, all loads issued at entry (after
- * the ids, for routed slots).  act[j, r] = silu(g . x) * (u . x). */
-template <int R>
-__global__ void __launch_bounds__(SW * 32) stream_gate_up(lc_qmat gate, lc_qmat up, lc_qmat sgm, lc_qmat sum_,
-                                                         const int32_t *__restrict__ ids, int K,
-                                                         const float *__restrict__ x, float *__restrict__ act) {
-    constexpr int CPL = 2, COLS = 2048;
-    const bool shared_slot = blockIdx.y == K;
-    if (!shared_slot) lc_pdl_wait();
-    asm volatile("" ::: "memory"); /* ids[] after the conditional wait (see moe.cu) */
-    __shared__ float4 xs4[COLS / 4];
-    __shared__ float xcs[COLS / 32];
-    __shared__ float scratch[32];
-    const int j = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const lc_qmat Gm = shared_slot ? sgm : gate, Um = shared_slot ? sum_ : up;
-    const int e = shared_slot ? 0 : __ldcg(ids + j), I = Gm.rows, r0 = (blockIdx.x * SW + warp) * R;
-    uint4 q[2][R][CPL];
-    uint16_t s[2][R][CPL], b[2][R][CPL];
-#pragma unroll
-    for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int u = 0; u < R; u++) {
-            const lc_qmat &M = m ? Um : Gm;
-            const uint4 *w = reinterpret_cast<const uint4 *>(qrow_w(M, e, r0 + u));
-            const size_t sb = qrow_sb(M, e, r0 + u);
-#pragma unroll
-            for (int c = 0; c < CPL; c++) {
-                const int k = lane + 32 * c;
-                q[m][u][c] = ld_stream(w + k);
-                s[m][u][c] = __ldg(M.s + sb + k / 2);
-                b[m][u][c] = __ldg(M.b + sb + k / 2);
-            }
-        }
-    if (shared_slot) lc_pdl_wait();
-    lc_pdl_launch_dependents();
-    load_x_smem<COLS, 32>(x, nullptr, 0.0f, nullptr, xs4, xcs, scratch);
-    float acc[2][R];
-#pragma unroll
-    for (int u = 0; u < R; u++) acc[0][u] = acc[1][u] = 0.0f;
-#pragma unroll
-    for (int c = 0; c < CPL; c++) {
-        float xv[32];
-        const float xsum = x_chunk<COLS, 32>(xs4, xcs, lane + 32 * c, xv);
-#pragma unroll
-        for (int m = 0; m < 2; m++)
-#pragma unroll
-            for (int u = 0; u < R; u++) acc[m][u] = chunk_fma<4>(q[m][u][c], xv, s[m][u][c], b[m][u][c], xsum, acc[m][u]);
-    }
-#pragma unroll
-    for (int u = 0; u < R; u++) {
-        const float g = warp_sum(acc[0][u]), v = warp_sum(acc[1][u]);
-        if (lane == 0 && r0 + u < I) act[(size_t)j * I + r0 + u] = silu_f(g) * v;
-    }
-}
-
-/* down (K = 512): 16 lanes per row, 2 rows per warp, SW warps; each lane
- * streams its chunk of all 9 experts at entry.  As moe.cu's down kernel but
- * 8 warps per block and no-allocate loads. */
-template <int DW>
-__global__ void __launch_bounds__(DW * 32) stream_down(lc_qmat down, lc_qmat sdown, const int32_t *__restrict__ ids,
-                                                      const float *__restrict__ wts, const float *__restrict__ sgate,
-                                                      const float *__restrict__ act, float *__restrict__ h) {
-    constexpr int J = 9, NCH = 16, LPR = 16;
-    __shared__ float4 xs4[J * NCH * 8];
-    __shared__ float csum[J * NCH];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, sub = lane % LPR;
-    const int r = (blockIdx.x * DW + warp) * 2 + lane / LPR;
-    const bool ok = r < down.rows;
-    uint4 q[J];
-    uint16_t s[J], b[J];
-#pragma unroll
-    for (int j = 0; j < J; j++)
-        if (ok) {
-            const lc_qmat &M = j == J - 1 ? sdown : down;
-            const int e = j == J - 1 ? 0 : __ldcg(ids + j);
-            const int ee = (unsigned)e < (unsigned)M.n_mat ? e : 0;
-            q[j] = ld_stream(reinterpret_cast<const uint4 *>(qrow_w(M, ee, r)) + sub);
-            s[j] = __ldg(M.s + qrow_sb(M, ee, r) + sub / 2);
-            b[j] = __ldg(M.b + qrow_sb(M, ee, r) + sub / 2);
-        }
-    lc_pdl_wait();
-    lc_pdl_launch_dependents();
-    for (int g = tid; g < J * NCH * 8; g += blockDim.x) {
-        const int j = g / (NCH * 8), rem = g % (NCH * 8), c = rem / 8, qq = rem % 8;
-        xs4[j * NCH * 8 + qq * NCH + c] = reinterpret_cast<const float4 *>(act)[g];
-    }
-    __syncthreads();
-    for (int g = tid; g < J * NCH; g += blockDim.x) {
-        const int j = g / NCH, c = g % NCH;
-        float sum = 0.0f;
-        for (int qq = 0; qq < 8; qq++) {
-            const float4 v = xs4[j * NCH * 8 + qq * NCH + c];
-            sum += (v.x + v.y) + (v.z + v.w);
-        }
-        csum[g] = sum;
-    }
-    __syncthreads();
-    float total = 0.0f;
-#pragma unroll
-    for (int j = 0; j < J; j++) {
-        float xv[32];
-#pragma unroll
-        for (int qq = 0; qq < 8; qq++) {
-            const float4 v = xs4[j * NCH * 8 + qq * NCH + sub];
-            xv[4 * qq] = v.x, xv[4 * qq + 1] = v.y, xv[4 * qq + 2] = v.z, xv[4 * qq + 3] = v.w;
-        }
-        float acc = ok ? chunk_fma<4>(q[j], xv, s[j], b[j], csum[j * NCH + sub], 0.0f) : 0.0f;
-        for (int o = LPR / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        total = fmaf(j == J - 1 ? sgate[0] : wts[j], acc, total);
-    }
-    if (ok && sub == 0) h[r] += total;
+    CK((launch_persist<CPL, R, S, EARLY>(W, 0, x, nw, 1e-6f, nullptr, y, res, nullptr, st, pdl)));
 }
 
 /* ---- host: data, reference, timing --------------------------------------- */
@@ -509,10 +207,12 @@ struct dense {
     float *y;
     void (*k)(const lc_qmat &, const float *, const float *, float *, const float *, cudaStream_t, bool);
     bool pdl;
+    int kernels; /* lc_gemv's choice for the engine rows */
 };
 static void dense_engine(int rep, cudaStream_t st, void *p) {
     dense *d = (dense *)p;
     const lc_qmat &W = d->W[rep % d->W.size()];
+    lc_gemv_set_kernels(d->kernels);
     CK(d->nw ? lc_gemv_rms(&W, d->x, d->nw, 1e-6f, d->y, nullptr, nullptr, st) : lc_gemv(&W, 0, d->x, d->y, d->res, nullptr, st));
 }
 static void dense_var(int rep, cudaStream_t st, void *p) {
@@ -552,15 +252,17 @@ static void bench_dense(const char *what, int rows, int cols, bool norm, bool re
     for (int r = 0; r < rows; r += stride) ref[r] = (residual ? hr[r] : 0.0) + ref_dot(h, cols, r, xd.data());
     header(what, qbytes(m0) / 1e6, copies);
     const int n = g_quick ? 2 : 40;
-    for (int v = -1; v < nv; v++) {
-        d.k = v < 0 ? nullptr : vs[v].k, d.pdl = true;
+    /* v = -2: the qdot kernels (LILAC_GEMV=engine), -1: lc_gemv's choice by shape */
+    for (int v = -2; v < nv; v++) {
+        d.k = v < 0 ? nullptr : vs[v].k, d.pdl = true, d.kernels = v == -2 ? LC_GEMV_ENGINE : LC_GEMV_AUTO;
         void (*fn)(int, cudaStream_t, void *) = v < 0 ? dense_engine : dense_var;
         CK(cudaMemset(d.y, 0, (size_t)rows * 4));
         fn(0, 0, &d);
         CK(cudaDeviceSynchronize());
         const check c = compare(ref, dl(d.y, rows), stride);
         const double us = time_graph(fn, &d, n);
-        row(v < 0 ? "0 engine (lc_gemv / lc_gemv_rms)" : vs[v].name, us, (double)qbytes(m0), c);
+        row(v == -2 ? "0 engine (LILAC_GEMV=engine)" : v == -1 ? "0 engine default (by shape)" : vs[v].name, us,
+            (double)qbytes(m0), c);
     }
     for (auto &w : d.W) free_qmat(w);
     cudaFree((void *)d.x), cudaFree((void *)d.nw), cudaFree((void *)d.res), cudaFree(d.y);
@@ -588,17 +290,21 @@ static void moe_gu(int rep, cudaStream_t st, void *p) {
     lc_qmat sg, su;
     views(m->sgu[rep % m->sgu.size()], sg, su);
     const int32_t *ids = m->ids + (rep % m->nsets) * KX;
-    if (m->var == 0) CK(lc_moe_gate_up(&m->gate, &m->up, &sg, &su, ids, KX, m->x, m->act, nullptr, st));
-    else if (m->var == 1) launch_k(stream_gate_up<1>, dim3(I_ / SW, KX + 1), dim3(SW * 32), 0, st, true, m->gate, m->up, sg, su, ids, KX, (const float *)m->x, m->act);
-    else launch_k(stream_gate_up<2>, dim3(I_ / (2 * SW), KX + 1), dim3(SW * 32), 0, st, true, m->gate, m->up, sg, su, ids, KX, (const float *)m->x, m->act);
+    if (m->var <= 1) {
+        lc_gemv_set_kernels(m->var == 0 ? LC_GEMV_ENGINE : LC_GEMV_AUTO);
+        CK(lc_moe_gate_up(&m->gate, &m->up, &sg, &su, ids, KX, m->x, m->act, nullptr, st));
+    } else if (m->var == 2) CK(launch_stream_gate_up<1>(m->gate, m->up, sg, su, ids, KX, m->x, m->act, nullptr, st));
+    else CK(launch_stream_gate_up<2>(m->gate, m->up, sg, su, ids, KX, m->x, m->act, nullptr, st));
 }
 static void moe_dn(int rep, cudaStream_t st, void *p) {
     moe *m = (moe *)p;
     const lc_qmat &sd = m->sdown[rep % m->sdown.size()];
     const int32_t *ids = m->ids + (rep % m->nsets) * KX;
-    if (m->var == 0) CK(lc_moe_down(&m->down, &sd, ids, m->w, m->sg, KX, m->actin, m->h, nullptr, st));
-    else if (m->var == 1) launch_k(stream_down<4>, dim3(D_ / 8), dim3(128), 0, st, true, m->down, sd, ids, (const float *)m->w, (const float *)m->sg, (const float *)m->actin, m->h);
-    else launch_k(stream_down<8>, dim3(D_ / 16), dim3(256), 0, st, true, m->down, sd, ids, (const float *)m->w, (const float *)m->sg, (const float *)m->actin, m->h);
+    if (m->var <= 1) {
+        lc_gemv_set_kernels(m->var == 0 ? LC_GEMV_ENGINE : LC_GEMV_AUTO);
+        CK(lc_moe_down(&m->down, &sd, ids, m->w, m->sg, KX, m->actin, m->h, nullptr, st));
+    } else if (m->var == 2) CK(launch_stream_down<4>(m->down, sd, ids, m->w, m->sg, m->actin, m->h, nullptr, st));
+    else CK(launch_stream_down<8>(m->down, sd, ids, m->w, m->sg, m->actin, m->h, nullptr, st));
 }
 
 static void bench_moe() {
@@ -656,9 +362,10 @@ static void bench_moe() {
     }
     const double gub = (KX + 1) * 2.0 * I_ * D_ * 0.5625, dnb = (KX + 1) * (double)I_ * D_ * 0.5625;
     const int n = g_quick ? 2 : 40;
-    const char *gun[] = {"0 engine (lc_moe_gate_up)", "1 stream R=1 (8 loads/lane)", "1 stream R=2 (16 loads/lane)"};
+    const char *gun[] = {"0 engine (LILAC_GEMV=engine)", "0 engine default (by shape)", "1 stream R=1 (8 loads/lane)",
+                         "1 stream R=2 (16 loads/lane)"};
     header("MoE gate/up + SwiGLU, 8 routed + shared, 2x512x2048 each", gub / 1e6, copies);
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < 4; v++) {
         m.var = v;
         CK(cudaMemset(m.act, 0, (size_t)(KX + 1) * I_ * 4));
         moe_gu(0, 0, &m);
@@ -666,9 +373,9 @@ static void bench_moe() {
         const check c = compare(aref, dl(m.act, (KX + 1) * I_), 1);
         row(gun[v], time_graph(moe_gu, &m, n), gub, c);
     }
-    const char *dnn[] = {"0 engine (lc_moe_down)", "1 stream 4 warps", "1 stream 8 warps"};
+    const char *dnn[] = {"0 engine (LILAC_GEMV=engine)", "0 engine default (by shape)", "1 stream 4 warps", "1 stream 8 warps"};
     header("MoE down + combine + residual, 9 x 2048x512", dnb / 1e6, copies);
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < 4; v++) {
         m.var = v;
         CK(cudaMemcpy(m.h, hh.data(), D_ * 4, cudaMemcpyHostToDevice));
         moe_dn(0, 0, &m);
@@ -685,7 +392,7 @@ static void bench_moe() {
 struct chain {
     std::vector<lc_qmat> in, out;
     float *h, *proj, *nw;
-    int var; /* 0 engine, else index into the chain variant table */
+    int var; /* index into the chain variant table (0, 1: lc_gemv, the qdot kernels or the choice by shape) */
 };
 struct chain_variant {
     const char *name;
@@ -697,7 +404,8 @@ static const chain_variant *g_cv;
 static void chain_pair(int rep, cudaStream_t st, void *p) {
     chain *c = (chain *)p;
     const lc_qmat &Wi = c->in[rep % c->in.size()], &Wo = c->out[rep % c->out.size()];
-    if (c->var == 0) {
+    if (c->var <= 1) {
+        lc_gemv_set_kernels(c->var == 0 ? LC_GEMV_ENGINE : LC_GEMV_AUTO);
         CK(lc_gemv_rms(&Wi, c->h, c->nw, 1e-6f, c->proj, nullptr, nullptr, st));
         CK(lc_gemv(&Wo, 0, c->proj, c->h, c->h, nullptr, st));
     } else {
@@ -771,7 +479,8 @@ int main(int argc, char **argv) {
         c.h = up_f32(rnd(2048, 31, -1.f, 1.f)), c.nw = up_f32(rnd(2048, 32, 0.5f, 1.5f));
         CK(cudaMalloc(&c.proj, 12352 * 4));
         const chain_variant cv[] = {
-            {"0 engine (PDL)", nullptr, nullptr, true},
+            {"0 engine (LILAC_GEMV=engine)", nullptr, nullptr, true},
+            {"0 engine default (by shape)", nullptr, nullptr, true},
             {"1 stream R=4 / R=2, no PDL", run_stream<2, 4, 2, false>, run_stream<4, 2, 2, false>, false},
             {"1 stream R=4 / R=2, PDL", run_stream<2, 4, 2, false>, run_stream<4, 2, 2, false>, true},
             {"2 persist / stream R=2, PDL", run_persist<2, 2, 4, false>, run_stream<4, 2, 2, false>, true},

@@ -59,6 +59,16 @@ cudaError_t lc_gemv(const lc_qmat *W, int mat, const float *x, float *y, const f
  * norm launch); block 0 also writes the normalised vector to xn_out if set. */
 cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *y, float *xn_out,
                         const lc_ctrl *ctrl, cudaStream_t st);
+/* Which kernels lc_gemv, lc_gemv_rms, lc_moe_gate_up and lc_moe_down run:
+ * LC_GEMV_AUTO (default) the streaming / persistent ones of
+ * decode/gemv_stream.cuh at the 4-bit shapes where they were measured
+ * faster, the qdot kernels elsewhere; LC_GEMV_ENGINE (LILAC_GEMV=engine,
+ * read once) the qdot kernels everywhere.  lc_gemv_set_kernels overrides
+ * the environment (the workshop's A/B); the choice is made at launch, so a
+ * captured graph keeps the kernels it was captured with. */
+enum { LC_GEMV_AUTO = 0, LC_GEMV_ENGINE = 1 };
+int lc_gemv_kernels(void);
+void lc_gemv_set_kernels(int kernels);
 /* Tiled GEMM for T tokens: Y[t, r] (+)= sum_c X[t, c] W[r, c]; ldx/ldy are row
  * strides; accumulate adds into Y. */
 cudaError_t lc_gemm(const lc_qmat *W, int mat, const float *X, int ldx, int T, float *Y, int ldy, int accumulate,

@@ -1,7 +1,13 @@
 /* gemv.cu — batch-1 quantised matrix-vector products (decode projections,
  * lm_head).  LPR lanes own a row (32/LPR rows per warp pass); the block's 8
- * warps walk the block's rows; the activations sit in shared memory. */
-#include "backend/cuda/qdot.cuh"
+ * warps walk the block's rows; the activations sit in shared memory.  At the
+ * 4-bit shapes where bench/kernels/gemv_test measured them faster, the
+ * launchers run gemv_stream.cuh's kernels instead (pick_dense below;
+ * LILAC_GEMV=engine keeps these kernels everywhere). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/decode/gemv_stream.cuh"
 
 namespace {
 
@@ -101,8 +107,47 @@ static cudaError_t supported(int bits, int cols) {
 
 extern "C" int lc_gemv_supported(int bits, int cols) { return supported(bits, cols) == cudaSuccess; }
 
+/* LILAC_GEMV (read once): "engine" = the qdot kernels at every shape; unset
+ * or anything else = the choice by shape.  lc_gemv_set_kernels overrides. */
+static int g_kernels = -1;
+extern "C" int lc_gemv_kernels(void) {
+    if (g_kernels < 0) {
+        const char *s = getenv("LILAC_GEMV");
+        g_kernels = s && strcmp(s, "engine") == 0 ? LC_GEMV_ENGINE : LC_GEMV_AUTO;
+    }
+    return g_kernels;
+}
+extern "C" void lc_gemv_set_kernels(int k) { g_kernels = k == LC_GEMV_ENGINE ? LC_GEMV_ENGINE : LC_GEMV_AUTO; }
+
+/* The streaming / persistent kernel for W, from the H200 graph timings of
+ * gemv_test (40 launches with PDL, weights beyond L2; qdot kernel -> new):
+ *   2048 inputs, 8192..10239 rows (attention q|k|v 9216): persist R=2 S=4, 9.08 -> 7.60 us
+ *   2048 inputs, >= 10240 rows (GDN in_proj 12352, lm_head 248320):
+ *                                       persist R=4 S=3, 9.53 -> 8.57, 123.8 -> 94.5 us
+ *   4096 inputs, <= 4096 rows (out_proj / o_proj 2048): stream R=2, 5.25 -> 3.58 us
+ * Other shapes (fewer rows, other widths, 8 bits: the tiny fixture) were not
+ * measured (nor GPUs without 225 KB of shared memory per block) and keep the qdot kernels: returns false and launches nothing. */
+static bool pick_dense(const lc_qmat *W, int mat, const float *x, const float *norm_w, float eps, float *xn_out, float *y,
+                       const float *residual, const lc_ctrl *ctrl, cudaStream_t st, cudaError_t *err) {
+    using namespace gemv_stream;
+    if (lc_gemv_kernels() != LC_GEMV_AUTO || W->bits != 4 || (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15))
+        return false;
+    if (W->cols == 2048 && W->rows >= 8192 && persist_fits<2, 2, 4>() && persist_fits<2, 4, 3>()) {
+        *err = W->rows < 10240 ? launch_persist<2, 2, 4, false>(*W, mat, x, norm_w, eps, xn_out, y, residual, ctrl, st)
+                               : launch_persist<2, 4, 3, false>(*W, mat, x, norm_w, eps, xn_out, y, residual, ctrl, st);
+        return true;
+    }
+    if (W->cols == 4096 && W->rows <= 4096) {
+        *err = launch_stream<4, 2, 2, false>(*W, mat, x, norm_w, eps, xn_out, y, residual, ctrl, st);
+        return true;
+    }
+    return false;
+}
+
 extern "C" cudaError_t lc_gemv(const lc_qmat *W, int mat, const float *x, float *y, const float *residual,
                                const lc_ctrl *ctrl, cudaStream_t st) {
+    cudaError_t err;
+    if (pick_dense(W, mat, x, nullptr, 0.0f, nullptr, y, residual, ctrl, st, &err)) return err;
 #define CALL_(B, C, L) return launch<B, C, L>(W, mat, x, nullptr, 0.0f, nullptr, y, residual, ctrl, st);
     LC_QDOT_DISPATCH(W->bits, W->cols, CALL_);
 #undef CALL_
@@ -110,6 +155,8 @@ extern "C" cudaError_t lc_gemv(const lc_qmat *W, int mat, const float *x, float 
 
 extern "C" cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *y,
                                    float *xn_out, const lc_ctrl *ctrl, cudaStream_t st) {
+    cudaError_t err;
+    if (pick_dense(W, 0, h, norm_w, eps, xn_out, y, nullptr, ctrl, st, &err)) return err;
 #define CALL_(B, C, L) return launch<B, C, L>(W, 0, h, norm_w, eps, xn_out, y, nullptr, ctrl, st);
     LC_QDOT_DISPATCH(W->bits, W->cols, CALL_);
 #undef CALL_
