@@ -32,6 +32,7 @@
 #include "backend/cuda/mma.cuh"
 
 #include <cuda_fp16.h>
+#include <type_traits>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +159,16 @@ __device__ __forceinline__ void wgmma_f16<64>(float (&d)[32], const uint32_t (&a
 template <>
 __device__ __forceinline__ void wgmma_f16<128>(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
     wgmma_64x128x16_f16(d, a, desc);
+}
+/* A 128-token tile holding at most 64 tokens (an expert's last item) multiplies
+ * only its first 64 columns: the first 32 accumulators of an N = 128 fragment
+ * are exactly an N = 64 fragment's. */
+template <int BN>
+__device__ __forceinline__ void wgmma_f16_part(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc, bool full) {
+    if (BN == 128 && !full)
+        wgmma_64x64x16_f16(*reinterpret_cast<float(*)[32]>(&d[0]), a, desc);
+    else
+        wgmma_f16<BN>(d, a, desc);
 }
 
 #endif
@@ -481,10 +492,12 @@ __device__ __forceinline__ void cp_async_mbar_arrive(uint64_t *b) {
 }
 #endif
 
-constexpr int WS_THREADS = 384, WS_STAGES = 4;
+constexpr int WS_THREADS = 384;
 
 template <int BN, int MODE>
 struct ws_geom {
+    /* 4 stages, 3 where gate/up's 128-token staging would not fit beside them */
+    static constexpr int STAGES = MODE == SWIGLU && BN == 128 ? 3 : 4;
     static constexpr int BM = 128;
     static constexpr int X_BYTES = BN * BK * 2;
     static constexpr int W_OFF = 2 * X_BYTES;
@@ -492,7 +505,7 @@ struct ws_geom {
     static constexpr int BIAS = 2 * X_BYTES; /* one tile's hi, lo group-sum planes */
     static constexpr int SW_CS = BM / 2 + 4;
     static constexpr size_t smem() {
-        return 1024 + (size_t)WS_STAGES * STAGE + 2 * BIAS + (MODE == SWIGLU ? (size_t)BN * SW_CS * 4 : 0) + 128;
+        return 1024 + (size_t)STAGES * STAGE + 2 * BIAS + (MODE == SWIGLU ? (size_t)BN * SW_CS * 4 : 0) + 128;
     }
 };
 
@@ -500,7 +513,7 @@ template <int BN, int MODE, bool GROUPED>
 __global__ void __launch_bounds__(WS_THREADS, 1) qgemm_hws_kernel(qh_args a) {
 #ifdef LC_HAVE_WGMMA
     using G = ws_geom<BN, MODE>;
-    constexpr int BM = G::BM, NACC = BN / 2, STAGES = WS_STAGES, PT = 128;
+    constexpr int BM = G::BM, NACC = BN / 2, STAGES = G::STAGES, PT = 128;
     constexpr int KKMAX = GROUPED ? 2 : 4;
     extern __shared__ __align__(16) uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
@@ -618,7 +631,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1) qgemm_hws_kernel(qh_args a) {
 #pragma unroll
         for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
         uint32_t af[2][4][4];
-        auto group = [&](int kg, uint32_t(&f)[4][4]) {
+        /* W: the tile has more than 64 tokens (all 128 columns), a compile-time
+         * flag so that the loop holds no branch between its wgmmas */
+        auto group = [&](int kg, uint32_t(&f)[4][4], auto W) {
             const int slot = step % STAGES;
             mbar_wait(&full[slot], (step / STAGES) & 1);
             fence_proxy_async();
@@ -639,8 +654,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1) qgemm_hws_kernel(qh_args a) {
             wgmma_fence();
 #pragma unroll
             for (int ks = 0; ks < 4; ks++) {
-                wgmma_f16<BN>(acc, f[ks], wgmma_desc_k128(st + ks * 32));
-                wgmma_f16<BN>(acc, f[ks], wgmma_desc_k128(st + G::X_BYTES + ks * 32));
+                wgmma_f16_part<BN>(acc, f[ks], wgmma_desc_k128(st + ks * 32), decltype(W)::value);
+                wgmma_f16_part<BN>(acc, f[ks], wgmma_desc_k128(st + G::X_BYTES + ks * 32), decltype(W)::value);
             }
             wgmma_commit();
             wgmma_wait<1>();
@@ -651,13 +666,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1) qgemm_hws_kernel(qh_args a) {
             }
             step++;
         };
-        for (int kg = 0; kg < NG; kg += 2) {
-            group(kg, af[0]);
-            group(kg + 1, af[1]);
-        }
         /* the bias term, on this tile's group-sum planes (they came with its first stage) */
         const uint8_t *sbias = sbias0 + (tl & 1) * G::BIAS;
         const float alpha = 16.0f * a.x_xs;
+        auto bias_term = [&](auto W) {
 #pragma unroll
         for (int kk = 0; kk < KKMAX; kk++) {
             if (kk >= NB16) break;
@@ -669,12 +681,25 @@ __global__ void __launch_bounds__(WS_THREADS, 1) qgemm_hws_kernel(qh_args a) {
                             alpha * fmaf(8.0f, bf16_to_f32(s2 >> 16), bf16_to_f32(b2 >> 16)), ch[q], cl[q]);
             }
             wgmma_fence();
-            wgmma_f16<BN>(acc, ch, wgmma_desc_k128(sbias + kk * 32));
-            wgmma_f16<BN>(acc, ch, wgmma_desc_k128(sbias + G::X_BYTES + kk * 32));
-            wgmma_f16<BN>(acc, cl, wgmma_desc_k128(sbias + kk * 32));
+            wgmma_f16_part<BN>(acc, ch, wgmma_desc_k128(sbias + kk * 32), decltype(W)::value);
+            wgmma_f16_part<BN>(acc, ch, wgmma_desc_k128(sbias + G::X_BYTES + kk * 32), decltype(W)::value);
+            wgmma_f16_part<BN>(acc, cl, wgmma_desc_k128(sbias + kk * 32), decltype(W)::value);
             wgmma_commit();
             wgmma_wait<0>();
         }
+        };
+        auto tile = [&](auto W) {
+            for (int kg = 0; kg < NG; kg += 2) {
+                group(kg, af[0], W);
+                group(kg + 1, af[1], W);
+            }
+            bias_term(W);
+        };
+        /* dense tiles are all full but the last: no narrow copy of the loop for them */
+        if (!GROUPED || BN != 128 || j.nt > 64)
+            tile(std::true_type{});
+        else
+            tile(std::false_type{});
         wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < NACC; i++) reg_fence(acc[i]);
@@ -780,10 +805,10 @@ cudaError_t launch_ws(qh_args a, int n_items_max, cudaStream_t st) {
     return cudaGetLastError();
 }
 
-/* The tile shape, BN tokens x 128 MT rows (o2: two blocks per SM):
- * LILAC_QH_DENSE = 128x1, 128x2, 64x2, 64x1o2, ws128 or ws64; LILAC_QH_MOE =
- * 64x1, 64x2, 64x1o2, ws64 (items of 64 slots) or 128x1 (items of 128).
- * ws*: the warp-specialised kernel (UNTESTED on a GPU as of its commit). */
+/* The tile shape, BN tokens x 128 MT rows (o2: two blocks per SM; ws: the
+ * warp-specialised kernel): LILAC_QH_DENSE = ws128 (default), ws64, 128x1,
+ * 128x2, 64x2 or 64x1o2; LILAC_QH_MOE = 64x1o2 (default), 64x1, 64x2, ws64
+ * (items of 64 slots), 128x1 or ws128 (items of 128). */
 enum { S128x1, S128x2, S64x1, S64x2, S64x1o2, SWS128, SWS64 };
 int shape_of(const char *env, int dflt) {
     const char *s = getenv(env);
@@ -841,7 +866,7 @@ extern "C" cudaError_t lc_qgemm_h(const lc_qmat *W, const lc_xpack *X, int T, fl
     a.x_xs = X->xs ? X->xs : 1.0f;
     a.out_scale = 1.0f / a.x_xs;
     static int shape = -1;
-    if (shape < 0) shape = shape_of("LILAC_QH_DENSE", S128x1);
+    if (shape < 0) shape = shape_of("LILAC_QH_DENSE", SWS128);
     switch (shape) {
     case S128x2: return launch_one<128, 2, PLAIN, false>(a, 0, st);
     case S64x2: return launch_one<64, 2, PLAIN, false>(a, 0, st);
@@ -860,7 +885,7 @@ static int moe_shape(void) {
     return shape;
 }
 
-extern "C" int lc_moe_h_tile(void) { return moe_shape() == S128x1 ? 128 : LC_MOE_TILE; }
+extern "C" int lc_moe_h_tile(void) { return moe_shape() == S128x1 || moe_shape() == SWS128 ? 128 : LC_MOE_TILE; }
 
 extern "C" cudaError_t lc_moe_h_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
                                         const lc_moe_route *r, int T, int K, const lc_xpack *x, const lc_xpack *act,
@@ -882,6 +907,7 @@ extern "C" cudaError_t lc_moe_h_gate_up(const lc_qmat *gate, const lc_qmat *up, 
     case S64x2: return launch_one<64, 2, SWIGLU, true>(a, mi, st);
     case S64x1o2: return launch_one<64, 1, SWIGLU, true, 2>(a, mi, st);
     case SWS64: return launch_ws<64, SWIGLU, true>(a, mi, st);
+    case SWS128: return launch_ws<128, SWIGLU, true>(a, mi, st);
     default: return launch_one<64, 1, SWIGLU, true>(a, mi, st);
     }
 }
@@ -904,6 +930,7 @@ extern "C" cudaError_t lc_moe_h_down(const lc_qmat *down, const lc_qmat *sh_down
     case S64x2: return launch_one<64, 2, PLAIN, true>(a, mi, st);
     case S64x1o2: return launch_one<64, 1, PLAIN, true, 2>(a, mi, st);
     case SWS64: return launch_ws<64, PLAIN, true>(a, mi, st);
+    case SWS128: return launch_ws<128, PLAIN, true>(a, mi, st);
     default: return launch_one<64, 1, PLAIN, true>(a, mi, st);
     }
 }
