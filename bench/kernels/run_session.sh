@@ -13,6 +13,8 @@ for s in "$@"; do
     qgemm) timeout 120 build/kernels/qgemm_test 2>&1 | tee "$OUT/qgemm.log" ;;
     qgemmmma) LILAC_QGEMM=mma timeout 120 build/kernels/qgemm_test 2>&1 | grep -E "time|FAIL|ok \(" | tee "$OUT/qgemm_mma.log" ;;
     qgemm1) LILAC_QGEMM_SPLIT=1 timeout 120 build/kernels/qgemm_test 2>&1 | grep -E "time|FAIL|ok \(" | tee "$OUT/qgemm_split1.log" ;;
+    gemv) timeout 150 build/kernels/gemv_test 2>&1 | tee "$OUT/gemv.log" ;;
+    gemvsan) timeout 280 compute-sanitizer --tool memcheck --error-exitcode 9 build/kernels/gemv_test --quick > "$OUT/memcheck_gemv.log" 2>&1; echo "memcheck gemv rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck_gemv.log" ;;
     attn) [ -x build/kernels/attn_prefill_test ] && timeout 150 build/kernels/attn_prefill_test 2>&1 | tee "$OUT/attn.log" ;;
     gdn) [ -x build/kernels/gdn_chunk_test ] && timeout 150 build/kernels/gdn_chunk_test 2>&1 | tee "$OUT/gdn.log" ;;
     tiny) timeout 120 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate test_gpu_chunks test_gpu_snapshot 2>&1 | tee "$OUT/tiny.log" ;;
