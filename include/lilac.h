@@ -200,8 +200,10 @@ lilac_sampling lilac_sampling_greedy(void);
  * and the top-k/top-p/min-p cut (greedy and sampled alike; logprobs stay the
  * model's).  accept() is told every generated id, sampled or fed by the
  * engine (the reasoning budget's closing tokens), in order; nonzero means
- * the id was not allowed, and generation fails.  With a constraint the
- * engine runs its host loop (backends' device loops do not take one). */
+ * the id was not allowed, and generation fails.  Where the mask is applied:
+ * the CPU backend in the host loop (sample.c); the CUDA backend in its
+ * device sampler, the mask uploaded per token while the layers run
+ * (LILAC_MASK=host in the environment forces the host loop there too). */
 enum {
     LILAC_MASK_ERROR = -1, /* the constraint failed: generation fails */
     LILAC_MASK_NONE = 0,   /* nothing may follow: generation ends (LILAC_FINISH_EOS) */

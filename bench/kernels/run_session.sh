@@ -87,12 +87,17 @@ for l in a:
         curl -s -o /dev/null -w "web page: %{http_code} %{size_download} bytes\n" localhost:18080/
         kill -TERM $SP; wait $SP; echo "serve exit=$?"
         timeout $(( ${SOAK_MIN:-1} * 60 + 150 )) python3 tools/soak.py --lilac $B/lilac --model /tmp/full --minutes ${SOAK_MIN:-1} --clients 4 --max-tokens 8 --json "$OUT/soak_gpu.json" 2>&1 | tail -15 ;;
+    qhws) # the warp-specialised fp16 GEMMs: correctness (all cases) and timing, then the sanitizers on small cases
+        LILAC_QH_DENSE=ws128 LILAC_QH_MOE=ws64 timeout 100 build/kernels/qgemm_test 2>&1 | grep -E "f16|FAIL|all ok" | grep -E "rel|time.*4096|FAIL|all ok"
+        for tool in memcheck racecheck synccheck; do
+            LILAC_QH_DENSE=ws128 LILAC_QH_MOE=ws64 timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/qgemm_test --small > "$OUT/${tool}_qhws.log" 2>&1; echo "$tool qhws rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_qhws.log"
+        done ;;
     qhsan) # the fp16 wgmma GEMMs (gemm_wgmma.cu) under compute-sanitizer, small cases
         for tool in memcheck racecheck synccheck; do
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/qgemm_test --small > "$OUT/${tool}_qh.log" 2>&1; echo "$tool qh rc=$?"; grep -E "ERROR SUMMARY" "$OUT/${tool}_qh.log"
         done ;;
     qhshapes) # the fp16 GEMMs' tile shapes side by side (LILAC_QH_DENSE / LILAC_QH_MOE)
-        for v in "128x1 64x1o2" "64x1o2 64x1" "64x2 64x2" "128x1 128x1"; do
+        for v in "128x1 64x1o2" "ws128 ws64" "ws64 64x1o2" "64x1o2 64x1" "64x2 64x2" "128x1 128x1"; do
             set -- $v
             echo "dense $1, experts $2:"
             LILAC_QH_DENSE=$1 LILAC_QH_MOE=$2 timeout 100 build/kernels/qgemm_test --one 2>&1 | grep time

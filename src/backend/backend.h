@@ -94,7 +94,17 @@ typedef struct lilac_backend_ops {
      * state's tokens (the repetition penalty's "seen" ids).  Returns
      * LILAC_EUNSUPPORTED, having done nothing, when p asks for what the
      * device path does not do; the engine then runs its host loop over
-     * forward(). */
+     * forward().
+     * Constrained decoding (p->constraint set; the engine passes it unless
+     * LILAC_MASK=host): the backend calls the constraint exactly as the
+     * engine's host loop does — mask() before each token into its own
+     * buffer, accept() with each chosen id before the next mask() — and
+     * applies the mask as lilac_sampler_pick_masked does (disallowed ids
+     * -inf before penalties, temperature and cuts; logprobs from the raw
+     * logits).  LILAC_MASK_NONE ends the run (LILAC_FINISH_EOS),
+     * LILAC_MASK_ERROR and a refused id fail it (LILAC_EINVAL,
+     * "constrained decoding: ..."), LILAC_MASK_ALL is no mask.  A backend
+     * that cannot take a constraint returns LILAC_EUNSUPPORTED. */
     lilac_status (*generate)(lilac_backend *b, lilac_state *s, const lilac_gen_params *p, const int32_t *prompt,
                              int n_prompt, const float *logits_in, lilac_token_cb cb, void *ctx, int32_t *out, int *n_gen,
                              int *n_fed, lilac_finish *why, float *logits_out, lilac_error *e);

@@ -227,6 +227,12 @@ static int is_stop(const lilac_config *c, const lilac_gen_params *p, int32_t id)
     return 0;
 }
 
+/* Where constrained decoding applies its mask: "device" (the default: the
+ * backend's generate op when it has one, else the host loop) or "host"
+ * (always the host loop: LILAC_MASK=host, for comparisons and as a way out).
+ * Returns 1 for the device, 0 for the host; anything else is the default. */
+static int mask_on_device(const char *env) { return !(env && strcmp(env, "host") == 0); }
+
 /* One uninterrupted generation: on the device when the backend takes p,
  * else the host loop over forward(). */
 static lilac_status gen_run(lilac_session *s, const lilac_gen_params *p, lilac_token_cb cb, void *ctx, int *n_out,
@@ -235,9 +241,11 @@ static lilac_status gen_run(lilac_session *s, const lilac_gen_params *p, lilac_t
     const lilac_sampling *sp = &p->sampling;
     *n_out = 0;
     *why = LILAC_FINISH_LENGTH;
-    if (s->g->ops->generate && p->max_tokens > 0 && !p->constraint) {
-        /* Generation on the device: no per-token round trip.  It declines
-         * (EUNSUPPORTED) what it does not do, and the host loop runs. */
+    if (s->g->ops->generate && p->max_tokens > 0 && (!p->constraint || mask_on_device(getenv("LILAC_MASK")))) {
+        /* Generation on the device: no per-token round trip (with a
+         * constraint, one per token for the mask, overlapped with the
+         * layers).  It declines (EUNSUPPORTED) what it does not do, and the
+         * host loop runs. */
         int32_t *out = malloc((size_t)(s->cap + 1) * sizeof *out);
         if (!out) return lilac_fail(e, LILAC_ENOMEM, "generation buffer");
         int n_gen = 0, n_fed = 0, pos = lilac_session_len(s);

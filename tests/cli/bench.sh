@@ -64,4 +64,17 @@ $LILAC --backend cpu bench --model $TINY --prefill 16 --decode 8 --real-context 
 n=$(grep -c '^bench: \(decode at context 8\|prefill 16 tokens\), run [12]/2' "$TMP/err")
 [ "$n" = 4 ] && ok "a progress line per run" || bad "progress lines: $n: $(cat "$TMP/err")"
 "$LILAC" bench --help | grep -q -- '--real-context' && ok "bench --help lists the sweep options" || bad "bench --help"
+
+# bench grammar: the CPU tables, then the GPU part (on the tiny model when a
+# GPU is here, else one clean "skipped" line); --no-gpu and --backend cpu leave it out
+"$LILAC" bench grammar --model $TINY -n 100 --gpu-tokens 16 --gpu-ctx 32 >"$TMP/g" 2>"$TMP/err"
+rc=$?
+if [ $rc = 0 ] && grep -q '^| all steps |' "$TMP/g" && grep -q '^## The mask on the GPU' "$TMP/g" &&
+    { grep -q '^- skipped: no CUDA device (' "$TMP/g" || grep -q '^| \*\*mask cost' "$TMP/g"; }; then
+    ok "bench grammar: CPU tables and the GPU part ($(grep -c '^- skipped' "$TMP/g") skipped)"
+else bad "bench grammar: exit $rc: $(cat "$TMP/g" "$TMP/err")"; fi
+"$LILAC" bench grammar --model $TINY -n 20 --no-gpu >"$TMP/g" 2>&1 && ! grep -q 'mask on the GPU' "$TMP/g" &&
+    ok "bench grammar --no-gpu" || bad "bench grammar --no-gpu: $(cat "$TMP/g")"
+"$LILAC" --backend cpu bench grammar --model $TINY -n 20 >"$TMP/g" 2>&1 && grep -q '^- skipped: --backend cpu' "$TMP/g" &&
+    ok "bench grammar --backend cpu skips the GPU part" || bad "bench grammar --backend cpu: $(cat "$TMP/g")"
 [ $fails = 0 ]

@@ -5,6 +5,7 @@
  * constraint error fails it, and accept() sees every id in order, the
  * reasoning budget's forced closing tokens included; then a real grammar
  * (a JSON Schema) drives the model to a complete, matching answer. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -155,6 +156,36 @@ static void test_budget_forced_tokens(void) {
     lilac_session_free(s);
 }
 
+/* LILAC_MASK=host (forcing the host loop where a backend could apply the
+ * mask on its device) changes nothing on the CPU backend, which has only the
+ * host loop: the same ids, sampled, with and without it. */
+static void test_mask_knob(void) {
+    int32_t ids[2][30];
+    for (int host = 0; host < 2; host++) {
+        lilac_session *s = fed();
+        if (!s) return;
+        fake f = {0, -1, -1, 0, {0}, 0};
+        lilac_constraint c = {f_mask, f_accept, &f};
+        lilac_gen_params p = {0};
+        p.max_tokens = 30;
+        p.sampling = lilac_sampling_greedy();
+        p.sampling.temperature = 1.3f;
+        p.sampling.seed = 4;
+        p.constraint = &c;
+        got_t g = {0};
+        int n = 0;
+        lilac_finish why;
+        lilac_error e = {0};
+        if (host) setenv("LILAC_MASK", "host", 1);
+        lilac_status st = lilac_session_generate(s, &p, collect, &g, &n, &why, &e);
+        if (host) unsetenv("LILAC_MASK");
+        CHECK(st == LILAC_OK && n == 30, "LILAC_MASK=%s: %s", host ? "host" : "(unset)", e.msg);
+        for (int i = 0; i < 30; i++) ids[host][i] = i < g.n ? g.id[i] : -1;
+        lilac_session_free(s);
+    }
+    CHECK(memcmp(ids[0], ids[1], sizeof ids[0]) == 0, "LILAC_MASK=host changed the CPU backend's output");
+}
+
 /* A real grammar over the tiny tokenizer: the greedy answer completes and matches. */
 static void test_schema_answer(void) {
     lilac_tokenizer *t = NULL;
@@ -227,6 +258,7 @@ int main(int argc, char **argv) {
     if (check_selected("none")) test_none_and_error();
     if (check_selected("budget")) test_budget_forced_tokens();
     if (check_selected("schema")) test_schema_answer();
+    if (check_selected("knob")) test_mask_knob();
     lilac_engine_close(eng);
     return check_done("constrained");
 }

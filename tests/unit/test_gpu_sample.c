@@ -7,7 +7,9 @@
  * combinations; nothing outside the kept set ever drawn; top_k ties to the
  * lower id; candidate lists too long for shared memory; the same ids as the
  * host sampler where both walk the candidates in id order; greedy with
- * penalties equal to the host's; seeds; logprobs equal to lilac_logprobs.
+ * penalties equal to the host's; seeds; logprobs equal to lilac_logprobs;
+ * constrained decoding's allowed-id mask against lilac_sampler_pick_masked
+ * (and its cost per token).
  * Engine level (tests/fixtures/tiny on the CUDA backend): device generation
  * against a host replay on the GPU's own logits.  Prints the sampler's time
  * per token.  Skips, saying so, without a GPU (or without CUDA in the build);
@@ -110,6 +112,7 @@ typedef struct {
     float *logits;  /* [V] */
     lc_ctrl *ctrl;
     int32_t *out;   /* [DRAWS] */
+    uint32_t *allow;/* constrained decoding's mask, when a test sets it (else NULL) */
     cudaStream_t st;
 } dev;
 
@@ -165,7 +168,7 @@ static double draw_many(dev *d, const lilac_sampling *sp, const uint8_t *seen, i
     cudaEventCreate(&z);
     int ok = lc_sampler_begin(&d->s, &prm, seen, d->st) == cudaSuccess && lc_ctrl_begin(d->ctrl, n, d->st) == cudaSuccess &&
              cudaEventRecord(a, d->st) == cudaSuccess;
-    for (int i = 0; ok && i < n; i++) ok = lc_sample(d->logits, &d->s, lp, d->out, NULL, 0, 0, d->ctrl, d->st) == cudaSuccess;
+    for (int i = 0; ok && i < n; i++) ok = lc_sample(d->logits, &d->s, lp, d->out, NULL, 0, 0, d->allow, d->ctrl, d->st) == cudaSuccess;
     ok = ok && cudaEventRecord(z, d->st) == cudaSuccess && lc_ctrl_end(d->ctrl, d->st) == cudaSuccess;
     ok = ok && cudaMemcpyAsync(ids, d->out, (size_t)n * 4, cudaMemcpyDeviceToHost, d->st) == cudaSuccess;
     cudaError_t err = cudaStreamSynchronize(d->st);
@@ -416,8 +419,8 @@ static double time_graph(const lilac_sampling *sp, int lp, int n_top, int argmax
     ok = ok && cudaStreamBeginCapture(D.st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
     if (ok) {
         for (int i = 0; ok && i < PER; i++)
-            ok = (argmax ? lc_argmax(D.logits, VBIG, part, done, D.out, NULL, 0, 0, D.ctrl, D.st)
-                         : lc_sample(D.logits, &D.s, lp, D.out, NULL, 0, 0, D.ctrl, D.st)) == cudaSuccess;
+            ok = (argmax ? lc_argmax(D.logits, VBIG, part, done, D.out, NULL, 0, 0, D.allow, D.ctrl, D.st)
+                         : lc_sample(D.logits, &D.s, lp, D.out, NULL, 0, 0, D.allow, D.ctrl, D.st)) == cudaSuccess;
         ok = cudaStreamEndCapture(D.st, &g) == cudaSuccess && ok;
     }
     ok = ok && cudaGraphInstantiate(&x, g, 0) == cudaSuccess && cudaEventCreate(&a) == cudaSuccess &&
@@ -467,6 +470,105 @@ static void test_timing(void) {
     printf("    sampler time, %-34s %6.1f us/token\n", "long list (12K ties), top_k + top_p", time_graph(&t, 0, 0, 0));
     upload(&D, big_logits);
     free(lg);
+}
+
+/* ---- constrained decoding: the allowed-id mask ---------------------------- */
+
+/* Allows every 7th id and the odd head tokens (the even ones, the best
+ * logits, are masked out), or, with few, only 100 ids of the bulk. */
+static void make_mask(uint32_t *bits, int few) {
+    memset(bits, 0, (VBIG + 31) / 32 * sizeof *bits);
+    for (int i = 0; i < VBIG; i++)
+        if (few ? i % 2477 == 5 : i % 7 == 0) bits[i >> 5] |= 1u << (i & 31);
+    for (int j = 0; j < 64; j++) {
+        const int32_t h = head_id(j);
+        if (few || j % 2 == 0) bits[h >> 5] &= ~(1u << (h & 31));
+        else bits[h >> 5] |= 1u << (h & 31);
+    }
+}
+
+static int bit(const uint32_t *bits, int i) { return bits[i >> 5] >> (i & 31) & 1; }
+
+/* The mask applied in the device sampler and argmax: the host sampler's
+ * lilac_sampler_pick_masked ids where both are deterministic or walk the
+ * candidates in id order, the host rules' kept set (on the masked logits)
+ * otherwise, the raw logits' logprobs, and top_k beyond the allowed count. */
+static void test_masked(void) {
+    const size_t words = (VBIG + 31) / 32;
+    uint32_t *bits = malloc(words * sizeof *bits);
+    float *masked = malloc(VBIG * sizeof *masked);
+    lilac_sampler hs;
+    lilac_error e;
+    REQUIRE(bits && masked && lilac_sampler_init(&hs, VBIG, &e) == LILAC_OK, "host buffers");
+    REQUIRE(cudaMalloc((void **)&D.allow, words * sizeof *bits) == cudaSuccess, "device mask");
+    for (int few = 0; few < 2; few++) {
+        make_mask(bits, few);
+        CHECK(cudaMemcpy(D.allow, bits, words * sizeof *bits, cudaMemcpyHostToDevice) == cudaSuccess, "mask upload");
+        for (int i = 0; i < VBIG; i++) masked[i] = bit(bits, i) ? big_logits[i] : -INFINITY;
+        /* masked argmax = the host's greedy pick */
+        float *part = NULL;
+        unsigned *done = NULL;
+        int32_t id = -1;
+        lilac_sampling g = lilac_sampling_greedy();
+        int ok = cudaMalloc((void **)&part, 2048 * 4) == cudaSuccess && cudaMalloc((void **)&done, 4) == cudaSuccess &&
+                 cudaMemset(done, 0, 4) == cudaSuccess && lc_ctrl_begin(D.ctrl, 1, D.st) == cudaSuccess &&
+                 lc_argmax(D.logits, VBIG, part, done, D.out, NULL, 0, 0, D.allow, D.ctrl, D.st) == cudaSuccess &&
+                 lc_ctrl_end(D.ctrl, D.st) == cudaSuccess &&
+                 cudaMemcpyAsync(&id, D.out, 4, cudaMemcpyDeviceToHost, D.st) == cudaSuccess &&
+                 cudaStreamSynchronize(D.st) == cudaSuccess;
+        cudaFree(part);
+        cudaFree(done);
+        lilac_sampler_begin(&hs, &g, NULL, 0);
+        const int32_t want = lilac_sampler_pick_masked(&hs, &g, big_logits, bits);
+        CHECK(ok && id == want && bit(bits, id), "mask %d: masked argmax %d, host %d", few, id, want);
+        /* deterministic or id-order modes: the same ids as the host */
+        lilac_sampling ps[4] = {samp(0, 0, 1.0f, 0, 51), samp(1.0f, 0, 1.0f, 0, 52), samp(0.7f, 0, 1.0f, 0.01f, 53),
+                                samp(0.5f, 1, 1.0f, 0, 54)};
+        ps[0].repetition_penalty = 1.3f, ps[0].frequency_penalty = 0.4f;
+        ps[3].presence_penalty = 0.6f;
+        const int n = 1000;
+        for (int k = 0; k < 4; k++) {
+            draw_many(&D, &ps[k], NULL, 0, 0, n, big_ids);
+            lilac_sampler_begin(&hs, &ps[k], NULL, 0);
+            int differ = 0, outside = 0;
+            for (int i = 0; i < n; i++) {
+                const int32_t h = lilac_sampler_pick_masked(&hs, &ps[k], big_logits, bits);
+                lilac_sampler_accept(&hs, h);
+                differ += h != big_ids[i];
+                outside += big_ids[i] < 0 || big_ids[i] >= VBIG || !bit(bits, big_ids[i]);
+            }
+            CHECK(outside == 0, "mask %d, mode %d: %d draws outside the mask", few, k, outside);
+            CHECK(differ <= 1, "mask %d, mode %d: %d of %d ids differ from the host's masked sampler", few, k, differ, n);
+        }
+        /* top_k / top_p: the distribution of the host's rules on the masked logits */
+        lilac_sampling pk = samp(1.0f, 40, 0.9f, 0, 55), pbig = samp(1.0f, 500, 1.0f, 0, 56);
+        check_distribution(few ? "100 allowed: top_k 40, top_p 0.9" : "masked: top_k 40, top_p 0.9", masked, &pk);
+        check_distribution(few ? "100 allowed: top_k 500 (more)" : "masked: top_k 500", masked, &pbig);
+        /* logprobs stay the raw logits' */
+        lilac_sampling pl = samp(1.0f, 0, 1.0f, 0, 57);
+        draw_many(&D, &pl, NULL, 1, 20, 1, &id);
+        lc_tokinfo ti;
+        CHECK(cudaMemcpy(&ti, D.s.lp, sizeof ti, cudaMemcpyDeviceToHost) == cudaSuccess, "read the logprob slot");
+        lilac_token_info t = {0};
+        lilac_logprobs(big_logits, VBIG, id, 20, &t, big_ids);
+        CHECK(bit(bits, id) && fabsf(ti.logprob - t.logprob) < 1e-4f && ti.n_top == 20 && ti.top_ids[0] == t.top_ids[0] &&
+                  !bit(bits, ti.top_ids[0]),
+              "mask %d: logprobs of the raw logits (%g vs %g; best alternative %d, host %d)", few, ti.logprob, t.logprob,
+              ti.top_ids[0], t.top_ids[0]);
+    }
+    /* the mask's time per token: the sampler and argmax with and without it */
+    lilac_sampling tq = samp(0.7f, 20, 0.8f, 0, 1), gq = lilac_sampling_greedy();
+    uint32_t *keep = D.allow;
+    D.allow = NULL;
+    const double s0 = time_graph(&tq, 0, 0, 0), a0 = time_graph(&gq, 0, 0, 1);
+    D.allow = keep;
+    const double s1 = time_graph(&tq, 0, 0, 0), a1 = time_graph(&gq, 0, 0, 1);
+    printf("    masked: sampler (top_k 20, top_p 0.8) %.1f -> %.1f us/token, argmax %.1f -> %.1f us/token\n", s0, s1, a0, a1);
+    cudaFree(D.allow);
+    D.allow = NULL;
+    lilac_sampler_free(&hs);
+    free(bits);
+    free(masked);
 }
 
 /* A few draws in every path, for the sanitizers (tools/gpu_check.sh sample). */
@@ -676,6 +778,7 @@ int main(int argc, char **argv) {
     RUN(test_seeds);
     RUN(test_logprobs);
     RUN(test_timing);
+    RUN(test_masked);
     RUN(test_engine);
     dev_close(&D);
     free(big_logits);

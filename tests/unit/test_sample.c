@@ -23,6 +23,47 @@ static void histogram(lilac_sampler *s, const lilac_sampling *p, const float *lg
     for (int i = 0; i < draws; i++) h[lilac_sampler_pick(s, p, lg)]++;
 }
 
+/* The allowed-id mask (constrained decoding, the reference the GPU sampler
+ * matches): disallowed ids never come out, whatever the penalties and cuts;
+ * top_k larger than the allowed set keeps exactly the allowed ids, in their
+ * renormalised proportions; min_p is relative to the best allowed id. */
+static void test_masked(void) {
+    const double probs[6] = {0.4, 0.25, 0.15, 0.1, 0.06, 0.04};
+    float lg[6];
+    logits_of(probs, 6, lg);
+    lilac_sampler s;
+    lilac_error e;
+    REQUIRE(lilac_sampler_init(&s, 6, &e) == LILAC_OK, "%s", e.msg);
+    const uint32_t allow = (1u << 1) | (1u << 3) | (1u << 4); /* not the best id 0 */
+    lilac_sampling p = base(0);
+    lilac_sampler_begin(&s, &p, NULL, 0);
+    CHECK(lilac_sampler_pick_masked(&s, &p, lg, &allow) == 1, "greedy takes the best allowed id");
+    p.repetition_penalty = 5.0f;
+    int32_t seen = 1;
+    lilac_sampler_begin(&s, &p, &seen, 1);
+    CHECK(lilac_sampler_pick_masked(&s, &p, lg, &allow) == 3, "penalised, the best allowed id moves on, not to a masked one");
+    int h[6] = {0};
+    const int N = 100000;
+    p = base(1.0f);
+    p.top_k = 5; /* more than the 3 allowed */
+    lilac_sampler_begin(&s, &p, NULL, 0);
+    for (int i = 0; i < N; i++) h[lilac_sampler_pick_masked(&s, &p, lg, &allow)]++;
+    CHECK(h[0] == 0 && h[2] == 0 && h[5] == 0, "masked ids drawn: %d %d %d", h[0], h[2], h[5]);
+    const double z = probs[1] + probs[3] + probs[4];
+    const int kept[3] = {1, 3, 4};
+    for (int j = 0; j < 3; j++) {
+        const int i = kept[j];
+        double q = probs[i] / z, f = (double)h[i] / N, sd = sqrt(q * (1 - q) / N);
+        CHECK(fabs(f - q) < 5 * sd, "token %d: frequency %.4f, renormalised p %.4f", i, f, q);
+    }
+    p.min_p = 0.5f; /* relative to id 1 (0.25): keeps ids >= 0.125, so not 3 (0.1) or 4 */
+    lilac_sampler_begin(&s, &p, NULL, 0);
+    int other = 0;
+    for (int i = 0; i < 1000; i++) other += lilac_sampler_pick_masked(&s, &p, lg, &allow) != 1;
+    CHECK(other == 0, "min_p against the best allowed id: %d draws of others", other);
+    lilac_sampler_free(&s);
+}
+
 static void test_greedy(void) {
     lilac_sampler s;
     lilac_error e;
@@ -200,6 +241,7 @@ int cmpf(const void *a, const void *b) {
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
     RUN(test_greedy);
+    RUN(test_masked);
     RUN(test_distribution);
     RUN(test_seed);
     RUN(test_penalties);

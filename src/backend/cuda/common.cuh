@@ -65,6 +65,12 @@ __device__ __forceinline__ lc_kv_split lc_kv_split_of(int n, int chunk, int nspl
  * so replays queued ahead of the host leave the state untouched. */
 #define LC_STOPPED(ctrl) ((ctrl) != nullptr && (ctrl)->stop)
 
+/* Constrained decoding: whether id i is set in an allowed-id bitset (bit
+ * i % 32 of word i / 32); a NULL mask allows every id. */
+__device__ __forceinline__ bool lc_allowed(const uint32_t *__restrict__ allow, int i) {
+    return allow == nullptr || ((__ldg(allow + (i >> 5)) >> (i & 31)) & 1u);
+}
+
 __device__ __forceinline__ float bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
 __device__ __forceinline__ uint16_t f32_to_bf16(float f) {

@@ -230,6 +230,7 @@ static void cuda_close(lilac_backend *b) {
     if (!b) return;
     cudaSetDevice(b->device);
     if (b->st) cudaStreamSynchronize(b->st);
+    if (b->st_copy) cudaStreamSynchronize(b->st_copy);
     for (int i = 0; i < b->nallocs; i++) cudaFree(b->allocs[i]);
     if (b->host_logits) cudaFreeHost(b->host_logits);
     if (b->host_ids) cudaFreeHost(b->host_ids);
@@ -240,6 +241,11 @@ static void cuda_close(lilac_backend *b) {
         free(b->pprof);
     }
     free(b->host_seen);
+    for (int i = 0; i < 2; i++)
+        if (b->host_mask[i]) cudaFreeHost(b->host_mask[i]);
+    if (b->ev_mask) cudaEventDestroy(b->ev_mask);
+    if (b->ev_token) cudaEventDestroy(b->ev_token);
+    if (b->st_copy) cudaStreamDestroy(b->st_copy);
     if (b->st) cudaStreamDestroy(b->st);
     free(b->allocs);
     free(b->layers);
@@ -420,6 +426,7 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
         ALLOC(b->amax_done, 1);
         ALLOC(b->moe_done, 1);
         ALLOC(b->stop_ids, LC_MAX_STOP);
+        ALLOC(b->mask, (c->vocab_size + 31) / 32);
         /* the sampler: one generation at a time per backend, so one set */
         void *samp = dalloc(b, lc_sampler_bytes(c->vocab_size), e);
         if (!samp) goto fail;
@@ -432,8 +439,16 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
             lc_sampler_clear(&b->samp, b->st) != cudaSuccess ||
             cudaMallocHost((void **)&b->host_logits, (size_t)LC_LOGIT_ROWS * c->vocab_size * sizeof(float)) != cudaSuccess ||
             cudaMallocHost((void **)&b->host_ids, (size_t)T * sizeof(int32_t)) != cudaSuccess ||
-            cudaMallocHost((void **)&b->host_lp, LC_LP_RING * sizeof(lc_tokinfo)) != cudaSuccess) {
+            cudaMallocHost((void **)&b->host_lp, LC_LP_RING * sizeof(lc_tokinfo)) != cudaSuccess ||
+            cudaMallocHost((void **)&b->host_mask[0], (size_t)(c->vocab_size + 31) / 32 * 4) != cudaSuccess ||
+            cudaMallocHost((void **)&b->host_mask[1], (size_t)(c->vocab_size + 31) / 32 * 4) != cudaSuccess) {
             lilac_fail(e, LILAC_ENOMEM, "CUDA pinned host buffers");
+            goto fail;
+        }
+        if (cudaStreamCreateWithFlags(&b->st_copy, cudaStreamNonBlocking) != cudaSuccess ||
+            cudaEventCreateWithFlags(&b->ev_mask, cudaEventDisableTiming) != cudaSuccess ||
+            cudaEventCreateWithFlags(&b->ev_token, cudaEventDisableTiming) != cudaSuccess) {
+            lilac_fail(e, LILAC_EBACKEND, "CUDA: the constrained decoding's stream and events");
             goto fail;
         }
     }
@@ -463,6 +478,8 @@ static void cuda_state_free(lilac_backend *b, lilac_state *s) {
     for (int i = 0; s->kc && i < c->n_attn_layers; i++) cudaFree(s->kc[i]), cudaFree(s->vc[i]);
     for (int i = 0; s->conv && i < c->n_lin_layers; i++) cudaFree(s->conv[i]), cudaFree(s->rec[i]);
     if (s->graph) cudaGraphExecDestroy(s->graph);
+    if (s->graph_feed) cudaGraphExecDestroy(s->graph_feed);
+    if (s->graph_pick) cudaGraphExecDestroy(s->graph_pick);
     cudaFree(s->ctrl);
     cudaFree(s->out);
     if (s->host_out) cudaFreeHost(s->host_out);

@@ -134,6 +134,131 @@ static cudaError_t read_back(lilac_backend *b, lilac_state *s, int i, int lp) {
 enum { LOOKAHEAD = 4, EVENTS = 8 };
 _Static_assert(LC_LP_RING > LOOKAHEAD, "a logprob slot is read back before a later step reuses it");
 
+/* The token of step i as the host read it back (after its event). */
+static void token_info(const lilac_backend *b, const lilac_state *s, int i, int lp, lilac_token_info *t) {
+    memset(t, 0, sizeof *t);
+    t->id = s->host_out[i];
+    t->index = i;
+    if (lp) {
+        const lc_tokinfo *ti = &b->host_lp[i % LC_LP_RING];
+        t->logprob = ti->logprob;
+        t->n_top = ti->n_top > 0 && ti->n_top <= LC_LP_TOP ? ti->n_top : 0;
+        memcpy(t->top_ids, ti->top_ids, (size_t)t->n_top * sizeof *t->top_ids);
+        memcpy(t->top_logprobs, ti->top_logprobs, (size_t)t->n_top * sizeof *t->top_logprobs);
+    }
+}
+
+static int is_stop_id(const int32_t *stops, int n_stop, int32_t id) {
+    for (int k = 0; k < n_stop; k++)
+        if (stops[k] == id) return 1;
+    return 0;
+}
+
+/* Unconstrained: token 0 from the prompt's logits, then up to LOOKAHEAD
+ * whole-step graph replays queued ahead of the host. */
+static lilac_status run_ahead(lilac_backend *b, lilac_state *s, int lp, int sampled, const int32_t *stops, int n_stop,
+                              int max_tokens, lilac_token_cb cb, void *ctx, int32_t *out, int *delivered, lilac_finish *why,
+                              lilac_error *e) {
+    const int V = b->m->cfg.vocab_size;
+    if (sampled) /* token 0 from the prompt's logits (the prompt is already fed) */
+        LC_CHECK(lc_sample(b->logits, &b->samp, lp, s->out, b->stop_ids, n_stop, 0, NULL, s->ctrl, b->st));
+    else
+        LC_CHECK(lc_argmax(b->logits, V, b->amax_part, b->amax_done, s->out, b->stop_ids, n_stop, 0, NULL, s->ctrl, b->st));
+    cudaEvent_t ev[EVENTS];
+    int nev = 0;
+    lilac_status st = LILAC_OK;
+    for (; nev < EVENTS; nev++)
+        if (cudaEventCreateWithFlags(&ev[nev], cudaEventDisableTiming) != cudaSuccess) {
+            st = lilac_fail(e, LILAC_EBACKEND, "CUDA: events for generation");
+            break;
+        }
+    int launched = 1; /* tokens enqueued */
+    cudaError_t err = st ? cudaSuccess : read_back(b, s, 0, lp);
+    if (!err && !st) err = cudaEventRecord(ev[0], b->st);
+    while (!err && !st && *delivered < launched) {
+        /* keep up to LOOKAHEAD steps queued ahead of the host */
+        while (!err && launched < max_tokens && launched - *delivered < LOOKAHEAD) {
+            err = cudaGraphLaunch(s->graph, b->st);
+            if (!err) err = read_back(b, s, launched, lp);
+            if (!err) err = cudaEventRecord(ev[launched % EVENTS], b->st);
+            launched++;
+        }
+        if (!err) err = cudaEventSynchronize(ev[*delivered % EVENTS]);
+        if (err) break;
+        lilac_token_info t;
+        token_info(b, s, *delivered, lp, &t);
+        out[(*delivered)++] = t.id;
+        if (cb && cb(ctx, &t)) {
+            *why = LILAC_FINISH_CALLBACK;
+            break;
+        }
+        if (is_stop_id(stops, n_stop, t.id)) {
+            *why = LILAC_FINISH_EOS;
+            break;
+        }
+    }
+    if (err && !st) st = lilac_fail(e, LILAC_EBACKEND, "CUDA: device generation failed: %s", cudaGetErrorString(err));
+    cudaStreamSynchronize(b->st); /* before the events go */
+    for (int i = 0; i < nev; i++) cudaEventDestroy(ev[i]);
+    return st;
+}
+
+/* Constrained: no step runs ahead of the host, which must see token i to
+ * make token i+1's mask.  Per token, on the stream: (mask upload, waited
+ * for) -> pick -> read back -> feed; while the feed graph runs the layers
+ * on token i, the host accepts token i, makes the next mask and uploads it
+ * on st_copy, so the mask costs the step only where it takes longer than
+ * the layers.  A mask equal to the last one uploaded (the reasoning block)
+ * is not uploaded again.  The constraint's calls come in the engine's host
+ * loop's order (mask for token i, accept(token i), mask for token i+1, ...),
+ * but token i is fed before mask i+1 is known: when that says LILAC_MASK_NONE
+ * (the grammar is complete) the state holds the run's last token too. */
+static lilac_status run_masked(lilac_backend *b, lilac_state *s, const lilac_constraint *k, int lp, const int32_t *stops,
+                               int n_stop, int max_tokens, lilac_token_cb cb, void *ctx, int32_t *out, int *delivered,
+                               lilac_finish *why, lilac_error *e) {
+    const size_t wb = (size_t)(b->m->cfg.vocab_size + 31) / 32 * sizeof(uint32_t);
+    int last = -1;                        /* the host buffer whose mask b->mask holds; -1: none yet */
+    int nxt = 0;                          /* the host buffer the next mask goes to */
+    int mk = k->mask(k->ctx, b->host_mask[nxt]);
+    for (int i = 0; i < max_tokens; i++) {
+        if (mk == LILAC_MASK_ERROR) return lilac_fail(e, LILAC_EINVAL, "constrained decoding: the constraint failed");
+        if (mk == LILAC_MASK_NONE) {
+            *why = LILAC_FINISH_EOS;
+            return LILAC_OK;
+        }
+        uint32_t *m = b->host_mask[nxt];
+        if (mk != LILAC_MASK_SOME) memset(m, 0xff, wb); /* LILAC_MASK_ALL */
+        if (last < 0 || memcmp(m, b->host_mask[last], wb) != 0) {
+            LC_CHECK(cudaMemcpyAsync(b->mask, m, wb, cudaMemcpyHostToDevice, b->st_copy));
+            LC_CHECK(cudaEventRecord(b->ev_mask, b->st_copy));
+            LC_CHECK(cudaStreamWaitEvent(b->st, b->ev_mask, 0));
+            last = nxt;
+            nxt ^= 1;
+        }
+        LC_CHECK(cudaGraphLaunch(s->graph_pick, b->st));
+        LC_CHECK(read_back(b, s, i, lp));
+        LC_CHECK(cudaEventRecord(b->ev_token, b->st));
+        LC_CHECK(cudaGraphLaunch(s->graph_feed, b->st)); /* a no-op after a stop id or the last token */
+        LC_CHECK(cudaEventSynchronize(b->ev_token));
+        lilac_token_info t;
+        token_info(b, s, i, lp, &t);
+        out[(*delivered)++] = t.id;
+        if (k->accept(k->ctx, t.id)) return lilac_fail(e, LILAC_EINVAL, "constrained decoding: token %d was not allowed", t.id);
+        const int stop = is_stop_id(stops, n_stop, t.id);
+        if (!stop && i + 1 < max_tokens) mk = k->mask(k->ctx, b->host_mask[nxt]); /* overlaps the feed graph */
+        if (cb && cb(ctx, &t)) {
+            *why = LILAC_FINISH_CALLBACK;
+            return LILAC_OK;
+        }
+        if (stop) {
+            *why = LILAC_FINISH_EOS;
+            return LILAC_OK;
+        }
+    }
+    *why = LILAC_FINISH_LENGTH;
+    return LILAC_OK;
+}
+
 lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_params *p, const int32_t *prompt, int n_prompt,
                            const float *logits_in, lilac_token_cb cb, void *ctx, int32_t *out, int *n_gen, int *n_fed,
                            lilac_finish *why, float *logits_out, lilac_error *e) {
@@ -144,24 +269,26 @@ lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_par
     /* Greedy without penalties or logprobs ends the step in argmax; anything
      * else in the sampler (its parameters are device memory, set below). */
     const lilac_sampling *sp = &p->sampling;
+    const lilac_constraint *k = p->constraint;
     const int lp = p->logprobs || p->top_logprobs;
     const int rep_on = sp->repetition_penalty > 0 && sp->repetition_penalty != 1.0f;
     const int sampled = sp->temperature > 0 || rep_on || sp->presence_penalty != 0 || sp->frequency_penalty != 0 || lp;
     const int mode = (sampled ? CUDA_STEP_SAMPLE : CUDA_STEP_ARGMAX) | (lp ? CUDA_STEP_LOGPROBS : 0);
+    if (k && (!k->mask || !k->accept)) return lilac_fail(e, LILAC_EINVAL, "constrained decoding: a constraint without functions");
     int32_t stops[LC_MAX_STOP];
     int n_stop = 0;
     if (p->stop_at_eos)
-        for (int k = 0; k < c->n_eos && n_stop < LC_MAX_STOP; k++) stops[n_stop++] = c->eos[k];
-    for (int k = 0; k < p->n_stop_ids; k++) {
+        for (int j = 0; j < c->n_eos && n_stop < LC_MAX_STOP; j++) stops[n_stop++] = c->eos[j];
+    for (int j = 0; j < p->n_stop_ids; j++) {
         if (n_stop == LC_MAX_STOP) return LILAC_EUNSUPPORTED;
-        stops[n_stop++] = p->stop_ids[k];
+        stops[n_stop++] = p->stop_ids[j];
     }
     int max_tokens = p->max_tokens;
     if (max_tokens <= 0) return LILAC_OK;
     /* each generated token but the last is fed: capacity bounds the count */
     if (max_tokens > s->cap - s->pos + 1) max_tokens = s->cap - s->pos + 1;
     const int pos0 = s->pos;
-    lilac_status st = cuda_capture_step_mode(b, s, n_stop, mode, e);
+    lilac_status st = k ? cuda_capture_split(b, s, n_stop, mode, e) : cuda_capture_step_mode(b, s, n_stop, mode, e);
     if (st) return st;
     if (n_stop) LC_CHECK(cudaMemcpyAsync(b->stop_ids, stops, (size_t)n_stop * sizeof *stops, cudaMemcpyHostToDevice, b->st));
     memcpy(b->host_logits, logits_in, (size_t)V * sizeof(float));
@@ -188,64 +315,23 @@ lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_par
             free(cnt);
             if (err) return lilac_fail(e, LILAC_EBACKEND, "CUDA: penalty counts upload failed: %s", cudaGetErrorString(err));
         }
-        /* token 0 from the prompt's logits (the prompt is already fed) */
-        LC_CHECK(lc_sample(b->logits, &b->samp, lp, s->out, b->stop_ids, n_stop, 0, s->ctrl, b->st));
-    } else {
-        LC_CHECK(lc_argmax(b->logits, V, b->amax_part, b->amax_done, s->out, b->stop_ids, n_stop, 0, s->ctrl, b->st));
     }
 
-    cudaEvent_t ev[EVENTS];
-    for (int i = 0; i < EVENTS; i++) LC_CHECK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
-    int launched = 1, delivered = 0; /* tokens enqueued / handed to the caller */
-    LC_CHECK(read_back(b, s, 0, lp));
-    LC_CHECK(cudaEventRecord(ev[0], b->st));
-    int stopped = 0;
-    while (delivered < launched) {
-        /* keep up to LOOKAHEAD steps queued ahead of the host */
-        while (!stopped && launched < max_tokens && launched - delivered < LOOKAHEAD) {
-            LC_CHECK(cudaGraphLaunch(s->graph, b->st));
-            LC_CHECK(read_back(b, s, launched, lp));
-            LC_CHECK(cudaEventRecord(ev[launched % EVENTS], b->st));
-            launched++;
-        }
-        LC_CHECK(cudaEventSynchronize(ev[delivered % EVENTS]));
-        lilac_token_info t = {0};
-        t.id = s->host_out[delivered];
-        t.index = delivered;
-        if (lp) {
-            const lc_tokinfo *ti = &b->host_lp[delivered % LC_LP_RING];
-            t.logprob = ti->logprob;
-            t.n_top = ti->n_top > 0 && ti->n_top <= LC_LP_TOP ? ti->n_top : 0;
-            memcpy(t.top_ids, ti->top_ids, (size_t)t.n_top * sizeof *t.top_ids);
-            memcpy(t.top_logprobs, ti->top_logprobs, (size_t)t.n_top * sizeof *t.top_logprobs);
-        }
-        out[delivered++] = t.id;
-        int is_stop = 0;
-        for (int k = 0; k < n_stop; k++) is_stop |= stops[k] == t.id;
-        if (cb && cb(ctx, &t)) {
-            *why = LILAC_FINISH_CALLBACK;
-            stopped = 1;
-            break;
-        }
-        if (is_stop) {
-            *why = LILAC_FINISH_EOS;
-            stopped = 1;
-            break;
-        }
-    }
+    int delivered = 0; /* tokens handed to the caller */
+    st = k ? run_masked(b, s, k, lp, stops, n_stop, max_tokens, cb, ctx, out, &delivered, why, e)
+           : run_ahead(b, s, lp, sampled, stops, n_stop, max_tokens, cb, ctx, out, &delivered, why, e);
     /* Let queued steps finish (after a stop id they are no-ops), then read
-     * back how far the state advanced. */
+     * back how far the state advanced (also after a failure, so the host
+     * mirror of the position stays true). */
     LC_CHECK(cudaMemcpyAsync(s->host_ctrl, s->ctrl, sizeof(lc_ctrl), cudaMemcpyDeviceToHost, b->st));
     LC_CHECK(cudaMemcpyAsync(b->host_logits, b->logits, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost, b->st));
     LC_CHECK(lc_ctrl_end(s->ctrl, b->st));
     LC_CHECK(cudaStreamSynchronize(b->st));
-    for (int i = 0; i < EVENTS; i++) cudaEventDestroy(ev[i]);
     s->pos = s->host_ctrl->pos;
     *n_fed = s->pos - pos0;
     /* tokens the device generated past what the caller took were fed too */
     for (int i = delivered; i < *n_fed; i++) out[i] = s->host_out[i];
     *n_gen = delivered;
     if (logits_out) memcpy(logits_out, b->host_logits, (size_t)V * sizeof(float));
-    (void)stopped;
-    return LILAC_OK;
+    return st;
 }

@@ -108,6 +108,13 @@ struct lilac_backend {
     lc_sampler samp;   /* device sampler: parameters, penalty counts, scratch, logprob ring */
     uint8_t *host_seen;/* [V] prompt ids as a bitmap, uploaded at a generation's start */
     lc_tokinfo *host_lp; /* pinned [LC_LP_RING] logprobs read back per step */
+    /* constrained generation: the allowed ids of the next token ((V + 31) / 32
+     * words), made by the host in one of two pinned buffers (the other holds
+     * the last one uploaded) and uploaded on st_copy while the layers run */
+    uint32_t *mask;      /* device */
+    uint32_t *host_mask[2];
+    cudaStream_t st_copy;
+    cudaEvent_t ev_mask, ev_token; /* mask uploaded; token read back */
 };
 
 struct lilac_state {
@@ -122,12 +129,17 @@ struct lilac_state {
     cudaGraphExec_t graph; /* the decode step, captured on first use */
     int graph_stops;    /* stop-id count the graph was captured with */
     int graph_mode;     /* CUDA_STEP_* flags the graph was captured with */
+    /* constrained generation's split step (cuda_capture_split), keyed the same way */
+    cudaGraphExec_t graph_feed, graph_pick;
+    int feed_stops, feed_mode, pick_stops, pick_mode;
 };
 
 /* How a decode step chooses its token: argmax, or the sampler (with the
  * logprob kernels when CUDA_STEP_LOGPROBS).  Part of the graph's key; the
  * sampling parameters are not (they live in device memory). */
 enum { CUDA_STEP_ARGMAX = 0, CUDA_STEP_SAMPLE = 1, CUDA_STEP_LOGPROBS = 2 };
+/* What a captured graph holds: the whole decode step, or one half of it. */
+enum { CUDA_GRAPH_STEP, CUDA_GRAPH_FEED, CUDA_GRAPH_PICK };
 
 
 /* forward_prefill.c: the decoder layers for T > 1 tokens (ids in device memory) */
@@ -143,6 +155,9 @@ lilac_status cuda_enqueue_step(lilac_backend *b, lilac_state *s, int n_stop, cud
 lilac_status cuda_capture_step(lilac_backend *b, lilac_state *s, int n_stop, lilac_error *e);
 lilac_status cuda_enqueue_step_mode(lilac_backend *b, lilac_state *s, int n_stop, int mode, cuda_prof *prof, lilac_error *e);
 lilac_status cuda_capture_step_mode(lilac_backend *b, lilac_state *s, int n_stop, int mode, lilac_error *e);
+/* Constrained generation: the step as feed (layers + lm_head on ctrl->token,
+ * pos += 1) and pick (the next token under the mask b->mask) graphs. */
+lilac_status cuda_capture_split(lilac_backend *b, lilac_state *s, int n_stop, int mode, lilac_error *e);
 lilac_status cuda_forward(lilac_backend *b, lilac_state *s, const int32_t *ids, int n, const lilac_forward_out *out,
                           lilac_error *e);
 lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_params *p, const int32_t *prompt, int n_prompt,

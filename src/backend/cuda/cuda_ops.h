@@ -264,9 +264,11 @@ cudaError_t lc_swiglu(const float *gu, int T, int I, float *y, cudaStream_t st);
 /* ---- sampling -------------------------------------------------------------------- */
 /* Greedy: argmax of logits [V] (ties to the lowest id) -> ctrl->token and
  * out[ctrl->step]; marks ctrl->stop when the id is in stop_ids; then
- * advances ctrl->step and, when advance_pos, ctrl->pos. partial: [2 * 1024]. */
+ * advances ctrl->step and, when advance_pos, ctrl->pos. partial: [2 * 1024].
+ * allow (device, (V + 31) / 32 words, or NULL): constrained decoding's
+ * allowed ids (bit i % 32 of word i / 32); the others count as -inf. */
 cudaError_t lc_argmax(const float *logits, int V, float *partial, unsigned *done, int32_t *out, const int32_t *stop_ids,
-                      int n_stop, int advance_pos, lc_ctrl *ctrl, cudaStream_t st);
+                      int n_stop, int advance_pos, const uint32_t *allow, lc_ctrl *ctrl, cudaStream_t st);
 
 /* Sampling and logprobs on the device (sample_topk.cu, sample_logprobs.cu),
  * the same rules as the host sampler (src/engine/sample.h): penalties,
@@ -327,11 +329,13 @@ cudaError_t lc_sampler_begin(const lc_sampler *s, const lc_samp_params *p, const
 /* Chooses the next id from logits [V] under s->params and, like lc_argmax,
  * writes it to ctrl->token and out[ctrl->step], sets ctrl->stop on a stop id
  * or a full ring, advances ctrl->step (and ctrl->pos when advance_pos), and
- * counts the id for the penalties.  With logprobs, slot ctrl->step %
+ * counts the id for the penalties.  allow (or NULL) as for lc_argmax: the
+ * ids outside it are -inf before the penalties, temperature and cuts (the
+ * host sampler's lilac_sampler_pick_masked).  With logprobs, slot ctrl->step %
  * LC_LP_RING of s->lp receives the step's logprobs.  Several launches; no
  * host work, so it can be captured in the decode graph. */
 cudaError_t lc_sample(const float *logits, const lc_sampler *s, int logprobs, int32_t *out, const int32_t *stop_ids,
-                      int n_stop, int advance_pos, lc_ctrl *ctrl, cudaStream_t st);
+                      int n_stop, int advance_pos, const uint32_t *allow, lc_ctrl *ctrl, cudaStream_t st);
 /* The logprob half of lc_sample (sample_logprobs.cu): log-sum-exp of the raw
  * logits and the n_top best ids into slot ctrl->step % LC_LP_RING; the
  * chosen id's logprob is written when it is chosen. */
@@ -343,6 +347,9 @@ cudaError_t lc_sample_logprobs(const float *logits, const lc_sampler *s, lc_ctrl
 cudaError_t lc_ctrl_advance(lc_ctrl *ctrl, int n, cudaStream_t st);
 cudaError_t lc_ctrl_begin(lc_ctrl *ctrl, int max_steps, cudaStream_t st);
 cudaError_t lc_ctrl_end(lc_ctrl *ctrl, cudaStream_t st);
+/* After the decode layers fed ctrl->token (the split step of constrained
+ * generation): pos += 1 and conv_flip ^= 1, unless ctrl->stop is set. */
+cudaError_t lc_ctrl_fed(lc_ctrl *ctrl, cudaStream_t st);
 
 /* Random fill for synthetic weights and tests: n 32-bit words / bf16 values. */
 cudaError_t lc_fill_u32(uint32_t *p, size_t n, uint64_t seed, cudaStream_t st);

@@ -2,7 +2,8 @@
  * decoder layers as batch-1 kernels (fused norm + GEMVs, the fused MoE
  * chain, the DeltaNet step, tensor-core decode attention), then the lm_head
  * and the choice of the next token, and the step captured once per state as
- * a CUDA graph that cuda_generate (cuda_forward.c) replays.  Every kernel
+ * a CUDA graph that cuda_generate (cuda_forward.c) replays; for constrained
+ * generation the same step as two graphs (feed, then pick under a mask).  Every kernel
  * reads the position from the state's control block, so one graph serves
  * every step. */
 #include "backend/cuda/cuda_internal.h"
@@ -78,10 +79,38 @@ lilac_status cuda_enqueue_step_mode(lilac_backend *b, lilac_state *s, int n_stop
     LC_CHECK(lc_gemv_rms(&b->lm_head, b->h, b->final_norm, c->rms_eps, b->logits, NULL, s->ctrl, st));
     MARK(PROF_HEAD);
     if (mode & CUDA_STEP_SAMPLE)
-        LC_CHECK(lc_sample(b->logits, &b->samp, (mode & CUDA_STEP_LOGPROBS) != 0, s->out, b->stop_ids, n_stop, 1, s->ctrl, st));
+        LC_CHECK(lc_sample(b->logits, &b->samp, (mode & CUDA_STEP_LOGPROBS) != 0, s->out, b->stop_ids, n_stop, 1, NULL, s->ctrl,
+                           st));
     else
-        LC_CHECK(lc_argmax(b->logits, c->vocab_size, b->amax_part, b->amax_done, s->out, b->stop_ids, n_stop, 1, s->ctrl, st));
+        LC_CHECK(lc_argmax(b->logits, c->vocab_size, b->amax_part, b->amax_done, s->out, b->stop_ids, n_stop, 1, NULL, s->ctrl,
+                           st));
     MARK(PROF_HEAD);
+    return LILAC_OK;
+}
+
+/* The step split in two for constrained generation, so the host can make
+ * the next token's mask while the layers run:
+ *   feed: the layers and the lm_head on ctrl->token, then pos += 1 (none of
+ *         it when ctrl->stop is set);
+ *   pick: the choice of the next token from b->logits under the allowed
+ *         mask b->mask (argmax or the sampler, by mode); pos stays. */
+static lilac_status enqueue_feed(lilac_backend *b, lilac_state *s, lilac_error *e) {
+    const lilac_config *c = &b->m->cfg;
+    lilac_status rc = cuda_enqueue_layers(b, s, &s->ctrl->token, 1, NULL, e);
+    if (rc) return rc;
+    LC_CHECK(lc_gemv_rms(&b->lm_head, b->h, b->final_norm, c->rms_eps, b->logits, NULL, s->ctrl, b->st));
+    LC_CHECK(lc_ctrl_fed(s->ctrl, b->st));
+    return LILAC_OK;
+}
+
+static lilac_status enqueue_pick(lilac_backend *b, lilac_state *s, int n_stop, int mode, lilac_error *e) {
+    const lilac_config *c = &b->m->cfg;
+    if (mode & CUDA_STEP_SAMPLE)
+        LC_CHECK(lc_sample(b->logits, &b->samp, (mode & CUDA_STEP_LOGPROBS) != 0, s->out, b->stop_ids, n_stop, 0, b->mask,
+                           s->ctrl, b->st));
+    else
+        LC_CHECK(lc_argmax(b->logits, c->vocab_size, b->amax_part, b->amax_done, s->out, b->stop_ids, n_stop, 0, b->mask,
+                           s->ctrl, b->st));
     return LILAC_OK;
 }
 
@@ -89,28 +118,47 @@ lilac_status cuda_enqueue_step(lilac_backend *b, lilac_state *s, int n_stop, cud
     return cuda_enqueue_step_mode(b, s, n_stop, CUDA_STEP_ARGMAX, prof, e);
 }
 
-/* The decode step captured once per state (and stop-id count and mode), replayed per token. */
-lilac_status cuda_capture_step_mode(lilac_backend *b, lilac_state *s, int n_stop, int mode, lilac_error *e) {
-    if (s->graph) {
-        if (s->graph_stops == n_stop && s->graph_mode == mode) return LILAC_OK;
-        cudaGraphExecDestroy(s->graph);
-        s->graph = NULL;
+/* Captures what `which` enqueues (the whole step, or the feed or the pick
+ * half) into *x, keyed by the stop-id count and the mode; kept while the key
+ * matches. */
+static lilac_status capture(lilac_backend *b, lilac_state *s, int which, int n_stop, int mode, cudaGraphExec_t *x,
+                            int *key_stops, int *key_mode, lilac_error *e) {
+    if (*x) {
+        if (*key_stops == n_stop && *key_mode == mode) return LILAC_OK;
+        cudaGraphExecDestroy(*x);
+        *x = NULL;
     }
     cudaGraph_t g;
     LC_CHECK(cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
-    lilac_status st = cuda_enqueue_step_mode(b, s, n_stop, mode, NULL, e);
+    lilac_status st = which == CUDA_GRAPH_FEED   ? enqueue_feed(b, s, e)
+                      : which == CUDA_GRAPH_PICK ? enqueue_pick(b, s, n_stop, mode, e)
+                                                 : cuda_enqueue_step_mode(b, s, n_stop, mode, NULL, e);
     cudaError_t err = cudaStreamEndCapture(b->st, &g);
     if (st) {
         if (!err) cudaGraphDestroy(g);
         return st;
     }
     if (err) return lilac_fail(e, LILAC_EBACKEND, "CUDA: graph capture failed: %s", cudaGetErrorString(err));
-    err = cudaGraphInstantiate(&s->graph, g, 0);
+    err = cudaGraphInstantiate(x, g, 0);
     cudaGraphDestroy(g);
-    if (err) return lilac_fail(e, LILAC_EBACKEND, "CUDA: graph instantiation failed: %s", cudaGetErrorString(err));
-    s->graph_stops = n_stop;
-    s->graph_mode = mode;
+    if (err) {
+        *x = NULL;
+        return lilac_fail(e, LILAC_EBACKEND, "CUDA: graph instantiation failed: %s", cudaGetErrorString(err));
+    }
+    *key_stops = n_stop;
+    *key_mode = mode;
     return LILAC_OK;
+}
+
+/* The decode step captured once per state (and stop-id count and mode), replayed per token. */
+lilac_status cuda_capture_step_mode(lilac_backend *b, lilac_state *s, int n_stop, int mode, lilac_error *e) {
+    return capture(b, s, CUDA_GRAPH_STEP, n_stop, mode, &s->graph, &s->graph_stops, &s->graph_mode, e);
+}
+
+/* The split step's halves (constrained generation): s->graph_feed, s->graph_pick. */
+lilac_status cuda_capture_split(lilac_backend *b, lilac_state *s, int n_stop, int mode, lilac_error *e) {
+    lilac_status st = capture(b, s, CUDA_GRAPH_FEED, 0, 0, &s->graph_feed, &s->feed_stops, &s->feed_mode, e);
+    return st ? st : capture(b, s, CUDA_GRAPH_PICK, n_stop, mode, &s->graph_pick, &s->pick_stops, &s->pick_mode, e);
 }
 
 lilac_status cuda_capture_step(lilac_backend *b, lilac_state *s, int n_stop, lilac_error *e) {

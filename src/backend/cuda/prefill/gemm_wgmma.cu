@@ -32,6 +32,7 @@
 #include "backend/cuda/mma.cuh"
 
 #include <cuda_fp16.h>
+#include <type_traits>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +159,16 @@ __device__ __forceinline__ void wgmma_f16<64>(float (&d)[32], const uint32_t (&a
 template <>
 __device__ __forceinline__ void wgmma_f16<128>(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
     wgmma_64x128x16_f16(d, a, desc);
+}
+/* A 128-token tile holding at most 64 tokens (an expert's last item) multiplies
+ * only its first 64 columns: the first 32 accumulators of an N = 128 fragment
+ * are exactly an N = 64 fragment's. */
+template <int BN>
+__device__ __forceinline__ void wgmma_f16_part(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc, bool full) {
+    if (BN == 128 && !full)
+        wgmma_64x64x16_f16(*reinterpret_cast<float(*)[32]>(&d[0]), a, desc);
+    else
+        wgmma_f16<BN>(d, a, desc);
 }
 
 #endif
@@ -450,6 +461,328 @@ __global__ void __launch_bounds__(THREADS, OCC) qgemm_h_kernel(qh_args a) {
 #endif
 }
 
+/* ---- the warp-specialised form (LILAC_QH_DENSE=ws128, LILAC_QH_MOE=ws64) --------
+ * Warpgroup 0 only copies (cp.async, 56 registers), warpgroups 1 and 2 only
+ * dequantise and multiply (224 registers).  Stages change hands through
+ * mbarriers: full[s] completes when the producer's 128 threads' copies of
+ * the stage have landed, empty[s] when all 8 consumer warps' wgmmas that
+ * read it are done; so the consumers never wait for each other (the block
+ * barrier per group that the form above needs is gone), and the producer
+ * runs STAGES groups ahead.  The group-sum planes are double-buffered by
+ * tile parity and travel with each tile's first stage. */
+#ifdef LC_HAVE_WGMMA
+__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(b)), "r"(count) : "memory");
+}
+/* Returns once the phase of parity `parity` has completed. */
+__device__ __forceinline__ void mbar_wait(uint64_t *b, int parity) {
+    asm volatile("{\n.reg .pred p;\nLC_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra LC_WAIT;\n}\n" ::"r"(smem_addr(b)),
+                 "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(b)) : "memory");
+}
+/* Arrives on b when this thread's earlier cp.asyncs have landed (counted in b's init). */
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t *b) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(b)) : "memory");
+}
+#endif
+
+constexpr int WS_THREADS = 384;
+
+template <int BN, int MODE>
+struct ws_geom {
+    /* 4 stages, 3 where gate/up's 128-token staging would not fit beside them */
+    static constexpr int STAGES = MODE == SWIGLU && BN == 128 ? 3 : 4;
+    static constexpr int BM = 128;
+    static constexpr int X_BYTES = BN * BK * 2;
+    static constexpr int W_OFF = 2 * X_BYTES;
+    static constexpr int STAGE = (W_OFF + BM * WROW + 1023) / 1024 * 1024;
+    static constexpr int BIAS = 2 * X_BYTES; /* one tile's hi, lo group-sum planes */
+    static constexpr int SW_CS = BM / 2 + 4;
+    static constexpr size_t smem() {
+        return 1024 + (size_t)STAGES * STAGE + 2 * BIAS + (MODE == SWIGLU ? (size_t)BN * SW_CS * 4 : 0) + 128;
+    }
+};
+
+template <int BN, int MODE, bool GROUPED>
+__global__ void __launch_bounds__(WS_THREADS, 1) qgemm_hws_kernel(qh_args a) {
+#ifdef LC_HAVE_WGMMA
+    using G = ws_geom<BN, MODE>;
+    constexpr int BM = G::BM, NACC = BN / 2, STAGES = G::STAGES, PT = 128;
+    constexpr int KKMAX = GROUPED ? 2 : 4;
+    extern __shared__ __align__(16) uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
+    uint8_t *sbias0 = smem + STAGES * G::STAGE; /* [2][hi, lo][BN][64] fp16 */
+    float *stage_sw = reinterpret_cast<float *>(sbias0 + 2 * G::BIAS);
+    uint64_t *full = reinterpret_cast<uint64_t *>(reinterpret_cast<uint8_t *>(stage_sw) +
+                                                  (MODE == SWIGLU ? (size_t)BN * G::SW_CS * 4 : 0));
+    uint64_t *empty = full + STAGES;
+
+    const int n_items = GROUPED ? *a.ntiles : a.n_items;
+    const int n_tiles = a.n_rb * n_items;
+    if ((int)blockIdx.x >= n_tiles) return;
+    const int my_tiles = (n_tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1;
+    const int K = a.A.cols, NG = K / BK, steps = my_tiles * NG;
+    const int NB16 = (NG + 15) / 16;
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; s++) mbar_init(&full[s], PT), mbar_init(&empty[s], 8);
+    }
+    __syncthreads();
+
+    if (tid < PT) {
+        /* ---- producer */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
+        constexpr int XR = BN * 8 / PT, WR = BM * 2 / PT;
+        const int xr0 = tid >> 3, xch = tid & 7;
+        const size_t lo_off = a.x.lo - a.x.hi;
+        int xoff[XR];
+        bool xok[XR];
+        const uint32_t *wsrc[WR];
+        bool wok[WR];
+        for (int step = 0, tl = 0, kg = 0; step < steps; step++) {
+            const int slot = step % STAGES;
+            if (kg == 0) {
+                qh_job j;
+                job_of<BN, BM, MODE, GROUPED>(a, (int)blockIdx.x + tl * (int)gridDim.x, j);
+#pragma unroll
+                for (int q = 0; q < XR; q++) {
+                    const int r = xr0 + q * (PT / 8);
+                    xok[q] = r < j.nt;
+                    xoff[q] = (xok[q] ? (j.xrow ? j.xrow[r] : j.x0 + r) : 0) * a.x.ld + xch * 8;
+                }
+#pragma unroll
+                for (int q = 0; q < WR; q++) {
+                    const lc_qmat *M;
+                    int r;
+                    tile_row<MODE>(j, (tid >> 1) + q * (PT / 2), M, r);
+                    wok[q] = r < M->rows;
+                    wsrc[q] = qrow_w(*M, j.mat, wok[q] ? r : 0) + (tid & 1) * 4;
+                }
+                mbar_wait(&empty[slot], ((step / STAGES) & 1) ^ 1);
+                /* this tile's group-sum planes: buffer tl & 1 was last read by tile tl - 2 */
+                uint8_t *sb = sbias0 + (tl & 1) * G::BIAS;
+                for (int u = tid; u < BN * 2 * NB16; u += PT) {
+                    const int r = u / (2 * NB16), ch = u % (2 * NB16);
+                    const bool ok = r < j.nt && ch * 8 < NG;
+                    const int xr = ok ? (j.xrow ? j.xrow[r] : j.x0 + r) : 0;
+                    const uint32_t dst = r * 128 + ((ch ^ (r & 7)) * 16);
+                    cp_async16(sb + dst, a.x.sh + (size_t)xr * 64 + ch * 8, ok);
+                    cp_async16(sb + G::X_BYTES + dst, a.x.sl + (size_t)xr * 64 + ch * 8, ok);
+                }
+            } else {
+                mbar_wait(&empty[slot], ((step / STAGES) & 1) ^ 1);
+            }
+            uint8_t *st = smem + slot * G::STAGE;
+#pragma unroll
+            for (int q = 0; q < XR; q++) {
+                const int r = xr0 + q * (PT / 8);
+                const uint32_t dst = r * 128 + ((xch ^ (r & 7)) * 16);
+                cp_async16(st + dst, a.x.hi + xoff[q] + kg * BK, xok[q]);
+                cp_async16(st + G::X_BYTES + dst, a.x.hi + lo_off + xoff[q] + kg * BK, xok[q]);
+            }
+#pragma unroll
+            for (int q = 0; q < WR; q++)
+                cp_async16(st + G::W_OFF + ((tid >> 1) + q * (PT / 2)) * WROW + (tid & 1) * 16, wsrc[q] + kg * (BK * 4 / 32),
+                           wok[q]);
+            cp_async_mbar_arrive(&full[slot]);
+            if (++kg == NG) kg = 0, tl++;
+        }
+        cp_async_wait<0>();
+        return;
+    }
+
+    /* ---- consumers */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
+    const int ct = tid - PT, lane = ct & 31, warp = ct >> 5, wg = warp >> 2, wq = warp & 3;
+    const int g = lane >> 2, c = lane & 3, rot = (6 - 4 * c) & 31;
+    const int la = wg * 64 + wq * 16 + g;
+    /* A tile's prologue (its job, its rows' scale and bias pointers, the first
+     * scales) is fetched while the tile before it runs: the loads it needs (an
+     * expert's work item and offsets, then the scales) would otherwise stall
+     * both warpgroups at every tile start with no wgmma in flight. */
+    struct prologue {
+        qh_job j;
+        const uint16_t *sp[2], *bp[2];
+        uint16_t sv[2];
+    };
+    auto fetch_prologue = [&](int tl, prologue &p) {
+        job_of<BN, BM, MODE, GROUPED>(a, (int)blockIdx.x + tl * (int)gridDim.x, p.j);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const lc_qmat *M;
+            int r;
+            tile_row<MODE>(p.j, la + 8 * h, M, r);
+            const size_t sb = qrow_sb(*M, p.j.mat, r < M->rows ? r : 0);
+            p.sp[h] = M->s + sb, p.bp[h] = M->b + sb;
+            p.sv[h] = p.sp[h][0];
+        }
+    };
+    prologue next;
+    fetch_prologue(0, next);
+    int step = 0;
+    for (int tl = 0; tl < my_tiles; tl++) {
+        if (!GROUPED && tl > 0) fetch_prologue(tl, next); /* dense: its prologue has no load chain; fetched early it measured 3% slower */
+        const qh_job j = next.j;
+        const uint16_t *sp[2] = {next.sp[0], next.sp[1]}, *bp[2] = {next.bp[0], next.bp[1]};
+        uint16_t sv[2] = {next.sv[0], next.sv[1]};
+        uint32_t cs[KKMAX][4], cbv[KKMAX][4];
+#pragma unroll
+        for (int kk = 0; kk < KKMAX; kk++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int h = q & 1, g0 = kk * 16 + 2 * c + (q >> 1) * 8;
+                const bool ok = kk < NB16 && g0 < NG;
+                cs[kk][q] = ok ? *reinterpret_cast<const uint32_t *>(sp[h] + g0) : 0u;
+                cbv[kk][q] = ok ? *reinterpret_cast<const uint32_t *>(bp[h] + g0) : 0u;
+            }
+        float acc[NACC];
+#pragma unroll
+        for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
+        uint32_t af[2][4][4];
+        /* W: the tile has more than 64 tokens (all 128 columns), a compile-time
+         * flag so that the loop holds no branch between its wgmmas */
+        auto group = [&](int kg, uint32_t(&f)[4][4], auto W) {
+            const int slot = step % STAGES;
+            mbar_wait(&full[slot], (step / STAGES) & 1);
+            fence_proxy_async();
+            const uint8_t *st = smem + slot * G::STAGE;
+            const uint8_t *ws = st + G::W_OFF;
+            const uint32_t sa = scale_f16x2(sv[0]), sb = scale_f16x2(sv[1]);
+            const uint32_t na = neg24_f16x2(sa), nb = neg24_f16x2(sb);
+            if (kg + 1 < NG) sv[0] = sp[0][kg + 1], sv[1] = sp[1][kg + 1];
+#pragma unroll
+            for (int ks = 0; ks < 4; ks++) {
+                const uint2 wa = *reinterpret_cast<const uint2 *>(ws + la * WROW + ks * 8);
+                const uint2 wb = *reinterpret_cast<const uint2 *>(ws + (la + 8) * WROW + ks * 8);
+                f[ks][0] = q4x2_f16s(wa.x, rot, sa, na);
+                f[ks][1] = q4x2_f16s(wb.x, rot, sb, nb);
+                f[ks][2] = q4x2_f16s(wa.y, rot, sa, na);
+                f[ks][3] = q4x2_f16s(wb.y, rot, sb, nb);
+            }
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < 4; ks++) {
+                wgmma_f16_part<BN>(acc, f[ks], wgmma_desc_k128(st + ks * 32), decltype(W)::value);
+                wgmma_f16_part<BN>(acc, f[ks], wgmma_desc_k128(st + G::X_BYTES + ks * 32), decltype(W)::value);
+            }
+            wgmma_commit();
+            wgmma_wait<1>();
+            /* the previous stage's wgmmas (this warp's share) are done: release it */
+            if (step > 0) {
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&empty[(step - 1) % STAGES]);
+            }
+            step++;
+        };
+        /* the bias term, on this tile's group-sum planes (they came with its first stage) */
+        const uint8_t *sbias = sbias0 + (tl & 1) * G::BIAS;
+        const float alpha = 16.0f * a.x_xs;
+        /* experts: all its k16 steps in one commit (one wait per tile, not one per step) */
+        auto bias_term = [&](auto W) {
+            uint32_t ch[KKMAX][4], cl[KKMAX][4];
+#pragma unroll
+            for (int kk = 0; kk < KKMAX; kk++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const uint32_t s2 = cs[kk][q], b2 = cbv[kk][q];
+                    split_f16x2(alpha * fmaf(8.0f, bf16_to_f32(s2 & 0xffff), bf16_to_f32(b2 & 0xffff)),
+                                alpha * fmaf(8.0f, bf16_to_f32(s2 >> 16), bf16_to_f32(b2 >> 16)), ch[kk][q], cl[kk][q]);
+                }
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < KKMAX; kk++) {
+                if (kk >= NB16) break;
+                wgmma_f16_part<BN>(acc, ch[kk], wgmma_desc_k128(sbias + kk * 32), decltype(W)::value);
+                wgmma_f16_part<BN>(acc, ch[kk], wgmma_desc_k128(sbias + G::X_BYTES + kk * 32), decltype(W)::value);
+                wgmma_f16_part<BN>(acc, cl[kk], wgmma_desc_k128(sbias + kk * 32), decltype(W)::value);
+                if (!GROUPED) wgmma_commit(), wgmma_wait<0>(); /* dense: as before the early prologue (see above) */
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+        };
+        auto tile = [&](auto W) {
+            for (int kg = 0; kg < NG; kg += 2) {
+                group(kg, af[0], W);
+                if (GROUPED && kg == 0 && tl + 1 < my_tiles) fetch_prologue(tl + 1, next); /* with group 0's wgmmas in flight */
+                group(kg + 1, af[1], W);
+            }
+            bias_term(W);
+        };
+        /* dense tiles are all full but the last: no narrow copy of the loop for them */
+        if (!GROUPED || BN != 128 || j.nt > 64)
+            tile(std::true_type{});
+        else
+            tile(std::false_type{});
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < NACC; i++) reg_fence(acc[i]);
+
+        if (MODE == PLAIN) {
+            const int rows = j.A->rows, ra = j.r0 + la, rb = ra + 8;
+#pragma unroll
+            for (int n = 0; n < BN / 8; n++) {
+                const int t = n * 8 + 2 * c;
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    if (t + h >= j.nt) continue;
+                    float *y = a.Y + (size_t)(j.y0 + t + h) * a.ldy;
+                    const float v0 = acc[4 * n + h] * a.out_scale, v1 = acc[4 * n + 2 + h] * a.out_scale;
+                    if (ra < rows) y[ra] = a.accumulate ? y[ra] + v0 : v0;
+                    if (rb < rows) y[rb] = a.accumulate ? y[rb] + v1 : v1;
+                }
+            }
+        } else {
+            const int o = (la >> 4) * 8 + g;
+#pragma unroll
+            for (int n = 0; n < BN / 8; n++) {
+                const int t = n * 8 + 2 * c;
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    stage_sw[(t + h) * G::SW_CS + o] = silu_f(acc[4 * n + h] * a.out_scale) * (acc[4 * n + 2 + h] * a.out_scale);
+            }
+            asm volatile("bar.sync 1, 256;" ::: "memory"); /* the consumers only */
+            constexpr int NB = BM / 2 / 16;
+            for (int u = ct; u < BN * NB; u += 256) {
+                const int t = u / NB, blk = u % NB;
+                const float *v = stage_sw + t * G::SW_CS + blk * 16;
+                float sum = 0.0f;
+                uint32_t hi[8], lo[8];
+#pragma unroll
+                for (int k = 0; k < 16; k += 2) {
+                    const int c0 = (k & 8) + ((k & 7) >> 1);
+                    const float x0 = v[c0], x1 = v[c0 + 4];
+                    sum += x0 + x1;
+                    split_f16x2(x0 * a.y_xs, x1 * a.y_xs, hi[k / 2], lo[k / 2]);
+                }
+                sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+                sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+                if (t < j.nt) {
+                    const size_t row = (size_t)(j.y0 + t) * a.y.ld + j.r0 + blk * 16;
+                    uint4 *ph = reinterpret_cast<uint4 *>(a.y.hi + row), *pl = reinterpret_cast<uint4 *>(a.y.lo + row);
+                    ph[0] = make_uint4(hi[0], hi[1], hi[2], hi[3]), ph[1] = make_uint4(hi[4], hi[5], hi[6], hi[7]);
+                    pl[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]), pl[1] = make_uint4(lo[4], lo[5], lo[6], lo[7]);
+                    if ((blk & 3) == 0) {
+                        const size_t gi = (j.r0 + blk * 16) / 64;
+                        a.y.gs[(size_t)(j.y0 + t) * (a.y.ld / 64) + gi] = sum;
+                        uint32_t sh, sl;
+                        split_f16x2(sum * (1.0f / 16), 0.0f, sh, sl);
+                        a.y.sh[(size_t)(j.y0 + t) * 64 + gi] = (uint16_t)sh;
+                        a.y.sl[(size_t)(j.y0 + t) * 64 + gi] = (uint16_t)sl;
+                    }
+                }
+            }
+            asm volatile("bar.sync 1, 256;" ::: "memory"); /* staging free for the next tile */
+        }
+    }
+#endif
+}
+
 int sm_count() {
     static int n = 0;
     if (!n) {
@@ -475,14 +808,31 @@ cudaError_t launch_one(qh_args a, int n_items_max, cudaStream_t st) {
     return cudaGetLastError();
 }
 
-/* The tile shape, BN tokens x 128 MT rows (o2: two blocks per SM):
- * LILAC_QH_DENSE = 128x1, 128x2, 64x2 or 64x1o2; LILAC_QH_MOE = 64x1,
- * 64x2, 64x1o2 (items of 64 slots) or 128x1 (items of 128). */
-enum { S128x1, S128x2, S64x1, S64x2, S64x1o2 };
+template <int BN, int MODE, bool GROUPED>
+cudaError_t launch_ws(qh_args a, int n_items_max, cudaStream_t st) {
+    using G = ws_geom<BN, MODE>;
+    if (a.A.cols > (GROUPED ? 32 : 64) * BK) return cudaErrorInvalidValue; /* the kernel's KKMAX */
+    auto k = qgemm_hws_kernel<BN, MODE, GROUPED>;
+    cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)G::smem());
+    if (err) return err;
+    const int rows = MODE == SWIGLU ? 2 * a.A.rows : a.A.rows;
+    a.n_rb = (rows + G::BM - 1) / G::BM;
+    if (!GROUPED) a.n_items = (a.T + BN - 1) / BN;
+    const int tiles = a.n_rb * (GROUPED ? n_items_max : a.n_items);
+    const int grid = tiles < sm_count() ? tiles : sm_count();
+    k<<<grid, WS_THREADS, G::smem(), st>>>(a);
+    return cudaGetLastError();
+}
+
+/* The tile shape, BN tokens x 128 MT rows (o2: two blocks per SM; ws: the
+ * warp-specialised kernel): LILAC_QH_DENSE = ws128 (default), ws64, 128x1,
+ * 128x2, 64x2 or 64x1o2; LILAC_QH_MOE = 64x1o2 (default), 64x1, 64x2, ws64
+ * (items of 64 slots), 128x1 or ws128 (items of 128). */
+enum { S128x1, S128x2, S64x1, S64x2, S64x1o2, SWS128, SWS64 };
 int shape_of(const char *env, int dflt) {
     const char *s = getenv(env);
-    static const char *const names[] = {"128x1", "128x2", "64x1", "64x2", "64x1o2"};
-    for (int i = 0; s && i < 5; i++)
+    static const char *const names[] = {"128x1", "128x2", "64x1", "64x2", "64x1o2", "ws128", "ws64"};
+    for (int i = 0; s && i < 7; i++)
         if (strcmp(s, names[i]) == 0) return i;
     return dflt;
 }
@@ -535,11 +885,13 @@ extern "C" cudaError_t lc_qgemm_h(const lc_qmat *W, const lc_xpack *X, int T, fl
     a.x_xs = X->xs ? X->xs : 1.0f;
     a.out_scale = 1.0f / a.x_xs;
     static int shape = -1;
-    if (shape < 0) shape = shape_of("LILAC_QH_DENSE", S128x1);
+    if (shape < 0) shape = shape_of("LILAC_QH_DENSE", SWS128);
     switch (shape) {
     case S128x2: return launch_one<128, 2, PLAIN, false>(a, 0, st);
     case S64x2: return launch_one<64, 2, PLAIN, false>(a, 0, st);
     case S64x1o2: return launch_one<64, 1, PLAIN, false, 2>(a, 0, st);
+    case SWS128: return launch_ws<128, PLAIN, false>(a, 0, st);
+    case SWS64: return launch_ws<64, PLAIN, false>(a, 0, st);
     default: return launch_one<128, 1, PLAIN, false>(a, 0, st);
     }
 }
@@ -552,7 +904,7 @@ static int moe_shape(void) {
     return shape;
 }
 
-extern "C" int lc_moe_h_tile(void) { return moe_shape() == S128x1 ? 128 : LC_MOE_TILE; }
+extern "C" int lc_moe_h_tile(void) { return moe_shape() == S128x1 || moe_shape() == SWS128 ? 128 : LC_MOE_TILE; }
 
 extern "C" cudaError_t lc_moe_h_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
                                         const lc_moe_route *r, int T, int K, const lc_xpack *x, const lc_xpack *act,
@@ -573,6 +925,8 @@ extern "C" cudaError_t lc_moe_h_gate_up(const lc_qmat *gate, const lc_qmat *up, 
     case S128x1: return launch_one<128, 1, SWIGLU, true>(a, mi, st);
     case S64x2: return launch_one<64, 2, SWIGLU, true>(a, mi, st);
     case S64x1o2: return launch_one<64, 1, SWIGLU, true, 2>(a, mi, st);
+    case SWS64: return launch_ws<64, SWIGLU, true>(a, mi, st);
+    case SWS128: return launch_ws<128, SWIGLU, true>(a, mi, st);
     default: return launch_one<64, 1, SWIGLU, true>(a, mi, st);
     }
 }
@@ -594,6 +948,8 @@ extern "C" cudaError_t lc_moe_h_down(const lc_qmat *down, const lc_qmat *sh_down
     case S128x1: return launch_one<128, 1, PLAIN, true>(a, mi, st);
     case S64x2: return launch_one<64, 2, PLAIN, true>(a, mi, st);
     case S64x1o2: return launch_one<64, 1, PLAIN, true, 2>(a, mi, st);
+    case SWS64: return launch_ws<64, PLAIN, true>(a, mi, st);
+    case SWS128: return launch_ws<128, PLAIN, true>(a, mi, st);
     default: return launch_one<64, 1, PLAIN, true>(a, mi, st);
     }
 }

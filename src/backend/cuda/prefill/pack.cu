@@ -9,8 +9,10 @@
 
 namespace {
 
-/* Position kk of a packed 16-block holds column PERM[kk] of the block. */
-__device__ __constant__ int PERM[16] = {0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15};
+/* Position k of a packed 16-block holds column perm(k) of the block:
+ * 0 4 1 5 2 6 3 7, 8 12 9 13 10 14 11 15.  A constant expression, so the
+ * block's 16 values stay in registers. */
+__device__ constexpr int perm(int k) { return (k & 8) | (k & 1) << 2 | (k & 7) >> 1; }
 
 /* Block per row; thread j owns 16-column blocks j, j + 256, ... */
 __device__ __forceinline__ void store16(uint16_t *dst, const uint32_t (&v)[8]) {
@@ -26,7 +28,7 @@ __device__ __forceinline__ void put_block(const lc_xpack &p, int t, int b, const
         const float xs = p.xs ? p.xs : 1.0f;
 #pragma unroll
         for (int k = 0; k < 16; k += 2) {
-            const float a = v[PERM[k]] * xs, c = v[PERM[k + 1]] * xs;
+            const float a = v[perm(k)] * xs, c = v[perm(k + 1)] * xs;
             const __half ha = __float2half_rn(a), hc = __float2half_rn(c);
             const __half la = __float2half_rn(a - __half2float(ha)), lc = __float2half_rn(c - __half2float(hc));
             hi[k / 2] = (uint32_t)__half_as_ushort(ha) | (uint32_t)__half_as_ushort(hc) << 16;
@@ -37,7 +39,7 @@ __device__ __forceinline__ void put_block(const lc_xpack &p, int t, int b, const
 #pragma unroll
         for (int k = 0; k < 16; k += 2) {
             /* each remainder is exact in fp32, so hi + lo + lo2 == x */
-            const float a = v[PERM[k]], c = v[PERM[k + 1]];
+            const float a = v[perm(k)], c = v[perm(k + 1)];
             const uint16_t ha = f32_to_bf16(a), hc = f32_to_bf16(c);
             const float ra = a - bf16_to_f32(ha), rc = c - bf16_to_f32(hc);
             const uint16_t la = f32_to_bf16(ra), lc = f32_to_bf16(rc);
@@ -58,11 +60,47 @@ __device__ __forceinline__ void put_block(const lc_xpack &p, int t, int b, const
     }
 }
 
+__device__ __forceinline__ void load16(const float *row, int b, float (&v)[16]) {
+#pragma unroll
+    for (int i = 0; i < 16; i += 4) {
+        const float4 q = reinterpret_cast<const float4 *>(row + b * 16)[i / 4];
+        v[i] = q.x, v[i + 1] = q.y, v[i + 2] = q.z, v[i + 3] = q.w;
+    }
+}
+
 __global__ void __launch_bounds__(256) pack_kernel(const float *__restrict__ x, int ldx, int C, const float *__restrict__ nw,
                                                    float eps, lc_xpack p, lc_xpack q) {
     __shared__ float scratch[32];
     const int t = blockIdx.x, nb = C / 16;
     const float *row = x + (size_t)t * ldx;
+    if (nb <= (int)blockDim.x) {
+        /* one 16-block per thread (the launch's usual shape): the row is read
+         * once and stays in registers through the norm */
+        const int b = threadIdx.x;
+        const bool on = b < nb;
+        float v[16], sum = 0.0f, scale = 1.0f;
+        if (on) load16(row, b, v);
+        else
+#pragma unroll
+            for (int i = 0; i < 16; i++) v[i] = 0.0f;
+        if (nw) {
+            float ss = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 16; i++) ss += v[i] * v[i];
+            scale = rsqrtf(block_sum(ss, scratch) / (float)C + eps);
+        }
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            if (nw && on) v[i] = v[i] * scale * nw[b * 16 + i];
+            sum += v[i];
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (!on) return;
+        put_block(p, t, b, v, sum);
+        if (q.hi) put_block(q, t, b, v, sum);
+        return;
+    }
     float scale = 1.0f;
     if (nw) {
         float ss = 0.0f;
@@ -79,11 +117,7 @@ __global__ void __launch_bounds__(256) pack_kernel(const float *__restrict__ x, 
         const bool on = b < nb;
         float v[16], sum = 0.0f;
         if (on) {
-#pragma unroll
-            for (int i = 0; i < 16; i += 4) {
-                const float4 q = reinterpret_cast<const float4 *>(row + b * 16)[i / 4];
-                v[i] = q.x, v[i + 1] = q.y, v[i + 2] = q.z, v[i + 3] = q.w;
-            }
+            load16(row, b, v);
 #pragma unroll
             for (int i = 0; i < 16; i++) {
                 if (nw) v[i] = v[i] * scale * nw[b * 16 + i];
@@ -98,19 +132,25 @@ __global__ void __launch_bounds__(256) pack_kernel(const float *__restrict__ x, 
     }
 }
 
+/* A thread per 16-column block up to 256 (C <= 4096), in whole warps. */
+int pack_threads(int C) {
+    const int nb = C / 16, w = (nb + 31) / 32 * 32;
+    return w < 256 ? w : 256;
+}
+
 } // namespace
 
 extern "C" cudaError_t lc_pack(const float *x, int ldx, int T, int C, const float *norm_w, float eps, const lc_xpack *p,
                                cudaStream_t st) {
     if (C % 64 || ldx % 4 || C > p->ld || T <= 0) return cudaErrorInvalidValue;
     const lc_xpack none = {};
-    pack_kernel<<<T, 256, 0, st>>>(x, ldx, C, norm_w, eps, *p, none);
+    pack_kernel<<<T, pack_threads(C), 0, st>>>(x, ldx, C, norm_w, eps, *p, none);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t lc_pack2(const float *x, int ldx, int T, int C, const float *norm_w, float eps, const lc_xpack *p,
                                 const lc_xpack *q, cudaStream_t st) {
     if (C % 64 || ldx % 4 || C > p->ld || C > q->ld || T <= 0) return cudaErrorInvalidValue;
-    pack_kernel<<<T, 256, 0, st>>>(x, ldx, C, norm_w, eps, *p, *q);
+    pack_kernel<<<T, pack_threads(C), 0, st>>>(x, ldx, C, norm_w, eps, *p, *q);
     return cudaGetLastError();
 }

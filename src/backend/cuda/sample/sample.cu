@@ -2,7 +2,8 @@
  *
  * Greedy: argmax over the vocabulary in two levels (per-block maxima, then
  * the last block to finish reduces them: no second launch), ties to the
- * lowest id.  The chosen id is written straight into the state's control
+ * lowest id; with an allowed-id mask (constrained decoding) the other ids
+ * count as -inf, as the host sampler makes them.  The chosen id is written straight into the state's control
  * block as the next token to feed and into the output ring the host reads
  * asynchronously. */
 #include <math.h>
@@ -33,14 +34,16 @@ __device__ __forceinline__ void block_argmax(float &v, int &i) {
 
 __global__ void __launch_bounds__(THREADS) argmax_kernel(const float *__restrict__ logits, int V, float *partial,
                                                          unsigned *done, int32_t *out, const int32_t *stop_ids,
-                                                         int n_stop, int advance_pos, lc_ctrl *ctrl) {
+                                                         int n_stop, int advance_pos, const uint32_t *__restrict__ allow,
+                                                         lc_ctrl *ctrl) {
     lc_pdl_wait();
     lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
     __shared__ bool last;
     float v = -INFINITY;
     int idx = 0x7fffffff;
-    for (int i = blockIdx.x * THREADS + threadIdx.x; i < V; i += gridDim.x * THREADS) better(v, idx, logits[i], i);
+    for (int i = blockIdx.x * THREADS + threadIdx.x; i < V; i += gridDim.x * THREADS)
+        better(v, idx, lc_allowed(allow, i) ? logits[i] : -INFINITY, i);
     block_argmax(v, idx);
     if (threadIdx.x == 0) {
         partial[2 * blockIdx.x] = v;
@@ -71,11 +74,12 @@ __global__ void __launch_bounds__(THREADS) argmax_kernel(const float *__restrict
 } // namespace
 
 extern "C" cudaError_t lc_argmax(const float *logits, int V, float *partial, unsigned *done, int32_t *out,
-                                 const int32_t *stop_ids, int n_stop, int advance_pos, lc_ctrl *ctrl, cudaStream_t st) {
+                                 const int32_t *stop_ids, int n_stop, int advance_pos, const uint32_t *allow, lc_ctrl *ctrl,
+                                 cudaStream_t st) {
     int blocks = (V + THREADS - 1) / THREADS;
     if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
     return lc_launch(argmax_kernel, dim3(blocks), dim3(THREADS), 0, st, logits, V, partial, done, out, stop_ids, n_stop,
-                     advance_pos, ctrl);
+                     advance_pos, allow, ctrl);
 }
 
 namespace {
@@ -89,6 +93,11 @@ __global__ void ctrl_begin_kernel(lc_ctrl *ctrl, int max_steps) {
     ctrl->max_steps = max_steps;
 }
 __global__ void ctrl_end_kernel(lc_ctrl *ctrl) { ctrl->stop = 0; }
+__global__ void ctrl_fed_kernel(lc_ctrl *ctrl) {
+    if (ctrl->stop) return; /* the layers did nothing either */
+    ctrl->pos++;
+    ctrl->conv_flip ^= 1;
+}
 } // namespace
 
 extern "C" cudaError_t lc_ctrl_advance(lc_ctrl *ctrl, int n, cudaStream_t st) {
@@ -98,6 +107,11 @@ extern "C" cudaError_t lc_ctrl_advance(lc_ctrl *ctrl, int n, cudaStream_t st) {
 
 extern "C" cudaError_t lc_ctrl_begin(lc_ctrl *ctrl, int max_steps, cudaStream_t st) {
     ctrl_begin_kernel<<<1, 1, 0, st>>>(ctrl, max_steps);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t lc_ctrl_fed(lc_ctrl *ctrl, cudaStream_t st) {
+    ctrl_fed_kernel<<<1, 1, 0, st>>>(ctrl);
     return cudaGetLastError();
 }
 

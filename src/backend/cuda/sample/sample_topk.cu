@@ -17,7 +17,11 @@
  *   draw    mass of the kept tokens per block; the last block maps the
  *           uniform draw onto them in id order and emits the id.
  * Every sum is an exact integer, so results do not depend on the order the
- * blocks finish in.  The logprob kernels (sample_logprobs.cu) run first. */
+ * blocks finish in.  The logprob kernels (sample_logprobs.cu) run first.
+ * Constrained decoding: prep sets the ids outside the allowed mask to -inf
+ * first, as the host sampler does; the logprobs stay the raw logits'. */
+#include <float.h>
+
 #include "backend/cuda/sample/sample_select.cuh"
 
 using namespace lcs;
@@ -43,7 +47,7 @@ __device__ void emit(int id, const float *logits, const lc_sampler &s, int lp, i
 
 __global__ void __launch_bounds__(THREADS) prep_kernel(const float *__restrict__ logits, lc_sampler s, int slice, int lp,
                                                         int32_t *out, const int32_t *stop_ids, int n_stop, int advance_pos,
-                                                        lc_ctrl *ctrl) {
+                                                        const uint32_t *__restrict__ allow, lc_ctrl *ctrl) {
     lc_pdl_wait();
     lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
@@ -53,7 +57,9 @@ __global__ void __launch_bounds__(THREADS) prep_kernel(const float *__restrict__
     const chunk c = chunk_of(blockIdx.x, slice, s.V);
     u64 best = 0; /* key_of: the max, ties to the lowest id */
     for (int i = c.lo; i < c.hi; i++) {
-        float x = logits[i];
+        /* constrained decoding: a disallowed id is -inf before everything
+         * else (it stays -inf through the penalties and the temperature) */
+        float x = lc_allowed(allow, i) ? logits[i] : -INFINITY;
         /* the host's float operations, uncontracted, so greedy ids match it */
         if (rep_on && s.seen[i]) x = x > 0 ? __fdiv_rn(x, P.rep) : __fmul_rn(x, P.rep);
         if (fp_on) {
@@ -82,7 +88,9 @@ __global__ void __launch_bounds__(THREADS) prep_kernel(const float *__restrict__
     }
     W->emitted = 0;
     W->M = M;
-    W->floor_w = __fadd_rn(M, P.log_min_p); /* exp(w - M) >= min_p <=> w >= M + log(min_p) */
+    /* exp(w - M) >= min_p <=> w >= M + log(min_p); never below the lowest
+     * finite value, so -inf ids (masked) are no candidates, as on the host */
+    W->floor_w = fmaxf(__fadd_rn(M, P.log_min_p), -FLT_MAX);
     W->draw = draw;
     W->sel = P.top_k > 0 || P.top_p < 1.0f;
     W->kcut = 0;
@@ -358,13 +366,14 @@ extern "C" cudaError_t lc_sampler_begin(const lc_sampler *s, const lc_samp_param
 }
 
 extern "C" cudaError_t lc_sample(const float *logits, const lc_sampler *s, int logprobs, int32_t *out,
-                                 const int32_t *stop_ids, int n_stop, int advance_pos, lc_ctrl *ctrl, cudaStream_t st) {
+                                 const int32_t *stop_ids, int n_stop, int advance_pos, const uint32_t *allow, lc_ctrl *ctrl,
+                                 cudaStream_t st) {
     int nb, slice;
     geometry(s->V, &nb, &slice);
     cudaError_t err = logprobs ? lc_sample_logprobs(logits, s, ctrl, st) : cudaSuccess;
     if (!err)
         err = lc_launch(prep_kernel, dim3(nb), dim3(THREADS), 0, st, logits, *s, slice, logprobs, out, stop_ids, n_stop,
-                        advance_pos, ctrl);
+                        advance_pos, allow, ctrl);
     if (!err) err = lc_launch(hist_kernel, dim3(nb), dim3(THREADS), 0, st, *s, slice, ctrl);
     if (!err) err = lc_launch(gather_kernel, dim3(nb), dim3(THREADS), 0, st, *s, slice, ctrl);
     if (!err)
