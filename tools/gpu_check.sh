@@ -2,13 +2,13 @@
 # gpu_check.sh — the GPU session's checks, run on the GPU machine from the
 # repository root with .gpubundle.tgz (or .gpubundle) carried (see gpu_bundle.sh).  Writes logs
 # and benchmark JSON under $OUT.  Steps are chosen by arguments:
-#   env tiny memcheck bench4k bench128k ncu real sample prefill   (default: all but ncu and prefill, in that order)
+#   env tiny pcache memcheck bench4k bench128k ncu real sample prefill   (default: all but ncu and prefill, in that order)
 B=.gpubundle
 [ -x $B/lilac ] || tar -xzf $B.tgz || exit 1
 export LD_LIBRARY_PATH=$PWD/$B/lib:$LD_LIBRARY_PATH
 OUT=${OUT:-/tmp/lilac-out}
 mkdir -p "$OUT"
-steps=${*:-env tiny memcheck bench4k bench128k real sample}
+steps=${*:-env tiny pcache memcheck bench4k bench128k real sample}
 for s in $steps; do
     echo "=== $s"
     case $s in
@@ -17,6 +17,9 @@ for s in $steps; do
         $B/lilac --version | tee -a "$OUT/env.txt" ;;
     tiny)
         $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate test_gpu_chunks test_gpu_snapshot 2>&1 | tee "$OUT/test_tiny.log" ;;
+    pcache)
+        # the prefix cache's save/restore through RAM and disk on the GPU, exact against a cold session
+        $B/tests/test_gpu_pcache 2>&1 | tee "$OUT/test_pcache.log" ;;
     memcheck)
         for tool in memcheck racecheck synccheck; do
             compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate \

@@ -6,18 +6,37 @@
  * larger than it; RAM and the slots do not hold the same snapshot twice;
  * the shutdown writes what RAM held, and a new cache finds it on disk; what
  * a prompt end supersedes waits in RAM for one step and is never written; a
- * session restored through either tier generates exactly (greedy tokens and
- * every logit, bit for bit) what a cold session fed the same tokens does;
- * per-tier counters follow; bad arguments find nothing. */
+ * session restored through either tier, and from disk after a restart,
+ * generates exactly (greedy tokens and every logit, bit for bit) what a cold
+ * session fed the same tokens does; corrupt and truncated files and RAM
+ * images are ignored with a warning, never loaded; per-tier counters
+ * follow; bad arguments find nothing.  Prints the snapshot size and the
+ * save/restore wall times per snapshot of each tier (informational).
+ *
+ * test_gpu_pcache.c includes this file with PCACHE_GPU 1: the same checks
+ * on the CUDA backend (or on LILAC_TEST_BACKEND), skipping, saying so,
+ * without a usable GPU. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "session_fed.h"
 #include "lilac.h"
 #include "server/pcache_tiers.h"
+
+#ifndef PCACHE_GPU
+#define PCACHE_GPU 0
+#endif
+#if PCACHE_GPU
+#define SUITE "gpu_pcache"
+#else
+#define SUITE "pcache_tiers"
+#endif
 
 #define TINY "tests/fixtures/tiny"
 #define CTX 64
@@ -33,7 +52,7 @@ static srv_pcache *cache_of(int slots, uint64_t ram, const char *dir) {
     lilac_error e = {0};
     CHECK(srv_pcache_new(eng, slots, CTX, &c, &e) == LILAC_OK && c, "new cache: %s", e.msg);
     if (!c) return NULL;
-    srv_pcache_set_log(c, "test_pcache_tiers", 0);
+    srv_pcache_set_log(c, "test_" SUITE, 0);
     srv_pcache_set_ram(c, ram);
     if (dir) {
         lilac_status st = srv_pcache_open_dir(c, dir, (uint64_t)1 << 30, &e);
@@ -241,65 +260,282 @@ static void test_exclusive_and_anchors(void) {
     srv_pcache_free(c);
 }
 
-/* Greedy tokens and all logits after a restore through RAM and through disk
- * equal a cold session's, bit for bit. */
-static void test_restored_generation_is_exact(void) {
-    const int32_t prefix[] = {3, 141, 59, 26, 53, 58, 97, 93, 238, 46, 264, 33, 83, 279, 50};
-    const int32_t more[] = {288, 41, 97, 169, 399};
-    const int P = (int)(sizeof prefix / sizeof *prefix), M = (int)(sizeof more / sizeof *more), G = 12;
+/* d, restored holding ids[0..n), continues exactly as a cold session fed
+ * ids does: G greedy tokens, then every logit of M more tokens, bit for bit. */
+static void check_exact(lilac_session *d, const int32_t *ids, int n, const char *what) {
+    static const int32_t more[] = {288, 41, 97, 169, 399};
+    enum { M = (int)(sizeof more / sizeof *more), G = 12 };
     lilac_engine_info info;
     lilac_engine_get_info(eng, &info);
     const int V = info.vocab_size;
-    lilac_session *cold = fed(prefix, P);
     float *a = malloc((size_t)V * M * sizeof *a), *b = malloc((size_t)V * M * sizeof *b);
-    int32_t want[16], got[16];
+    lilac_session *cold = fed(ids, n), *g1 = fed(NULL, 0), *g2 = fed(NULL, 0);
+    int32_t want[G], got[G];
     int nw = 0, ng = 0;
     lilac_error e = {0};
-    REQUIRE(cold && a && b, "setup");
-    lilac_session *tmp = fed(NULL, 0);
-    REQUIRE(tmp, "session");
-    CHECK(lilac_session_copy(tmp, cold, &e) == LILAC_OK, "%s", e.msg);
-    CHECK(lilac_session_generate_greedy(tmp, G, 0, want, &nw, &e) == LILAC_OK && nw == G, "cold greedy: %s", e.msg);
-    lilac_session_free(tmp);
-    CHECK(lilac_session_feed(cold, more, M, b, 1, &e) == LILAC_OK, "%s", e.msg);
+    if (!a || !b || !cold || !g1 || !g2) {
+        CHECK(0, "%s: setup", what);
+        goto done;
+    }
+    CHECK(lilac_session_len(d) == n && memcmp(lilac_session_tokens(d), ids, (size_t)n * sizeof *ids) == 0,
+          "%s: the restored session holds %d tokens, expected %d", what, lilac_session_len(d), n);
+    CHECK(lilac_session_copy(g1, cold, &e) == LILAC_OK && lilac_session_copy(g2, d, &e) == LILAC_OK, "%s: copy: %s", what,
+          e.msg);
+    CHECK(lilac_session_generate_greedy(g1, G, 0, want, &nw, &e) == LILAC_OK && nw == G, "%s: cold greedy: %s", what, e.msg);
+    CHECK(lilac_session_generate_greedy(g2, G, 0, got, &ng, &e) == LILAC_OK && ng == G, "%s: greedy: %s", what, e.msg);
+    CHECK(ng == nw && memcmp(got, want, (size_t)G * sizeof *got) == 0, "%s: greedy tokens differ from a cold run", what);
+    CHECK(lilac_session_feed(cold, more, M, b, 1, &e) == LILAC_OK && lilac_session_feed(d, more, M, a, 1, &e) == LILAC_OK,
+          "%s: feed: %s", what, e.msg);
+    size_t diff = 0;
+    for (size_t i = 0; i < (size_t)V * M; i++) diff += memcmp(&a[i], &b[i], sizeof *a) != 0;
+    CHECK(diff == 0, "%s: %zu of %d logits differ from a cold session", what, diff, V * M);
+done:
+    lilac_session_free(g2);
+    lilac_session_free(g1);
+    lilac_session_free(cold);
+    free(b);
+    free(a);
+}
 
-    for (int via = SRV_TIER_RAM; via <= SRV_TIER_DISK; via++) {
+static double wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* The tiers' own wall times per snapshot (informational). */
+static void print_times(const srv_pcache *c, const char *what, uint64_t bytes, double fetch_ms, double copy_ms) {
+    printf("    %-8s snapshot %llu bytes (%.1f KiB); RAM save %.3f ms (n=%ld), RAM restore %.3f ms (n=%ld); disk save %.3f ms "
+           "(n=%ld), disk restore %.3f ms (n=%ld) per snapshot; fetch %.3f ms + copy to the session %.3f ms\n",
+           what, (unsigned long long)bytes, bytes / 1024.0, c->ram_saves ? c->ram_save_ms / c->ram_saves : 0, c->ram_saves,
+           c->ram_loads ? c->ram_load_ms / c->ram_loads : 0, c->ram_loads, c->saves ? c->save_ms / c->saves : 0, c->saves,
+           c->loads ? c->load_ms / c->loads : 0, c->loads, fetch_ms, copy_ms);
+}
+
+/* Greedy tokens and all logits after a restore through RAM, through disk,
+ * and from disk after a restart (a new cache on the directory), equal a
+ * cold session's, bit for bit. */
+static void test_restored_generation_is_exact(void) {
+    const int32_t prefix[] = {3, 141, 59, 26, 53, 58, 97, 93, 238, 46, 264, 33, 83, 279, 50};
+    const int P = (int)(sizeof prefix / sizeof *prefix);
+    const uint64_t bytes = lilac_snapshot_bytes(eng, P);
+    static const char *const name[] = {"ram", "disk", "restart"};
+    static const srv_tier want[] = {SRV_TIER_RAM, SRV_TIER_DISK, SRV_TIER_DISK};
+    for (int via = 0; via < 3; via++) {
         /* RAM of one snapshot: the second eviction pushes the first to disk */
         char *dir = make_dir();
-        srv_pcache *c = cache_of(1, lilac_snapshot_bytes(eng, P) + 1, dir);
+        srv_pcache *c = cache_of(1, bytes + 1, dir);
         REQUIRE(c && dir, "cache");
         int32_t o1[L], o2[L];
         seq(7, o1), seq(8, o2);
         store(c, prefix, P, SRV_SNAP_PROMPT);
         store(c, o1, L, SRV_SNAP_GEN);
-        if (via == SRV_TIER_DISK) store(c, o2, L, SRV_SNAP_GEN);
+        if (via == 1) store(c, o2, L, SRV_SNAP_GEN);
+        if (via == 2) { /* the shutdown writes RAM (the prefix) and the slot; a new cache finds them */
+            const double t0 = wall_ms();
+            srv_pcache_free(c);
+            printf("    restart  the shutdown wrote 2 snapshots in %.3f ms\n", wall_ms() - t0);
+            c = cache_of(1, bytes + 1, dir);
+            REQUIRE(c, "reopen");
+            CHECK(srv_pcache_disk_count(c, NULL) == 2 && srv_pcache_ram_count(c, NULL) == 0, "restart: %d files",
+                  srv_pcache_disk_count(c, NULL));
+        }
         int len = 0;
         srv_tier from = SRV_TIER_N;
+        double t0 = wall_ms();
         int slot = srv_pcache_fetch(c, prefix, P, 0, &len, &from);
-        CHECK(slot >= 0 && len == P && (int)from == via, "via %s: slot %d len %d from %d", srv_tier_name[via], slot, len,
-              (int)from);
+        const double fetch_ms = wall_ms() - t0;
+        CHECK(slot >= 0 && len == P && from == want[via], "via %s: slot %d len %d from %d", name[via], slot, len, (int)from);
         lilac_session *d = fed(NULL, 0);
         REQUIRE(d, "session");
+        lilac_error e = {0};
+        t0 = wall_ms();
         if (slot >= 0) CHECK(srv_pcache_restore(c, slot, d, &e) == LILAC_OK, "restore: %s", e.msg);
-        lilac_session *g2 = fed(NULL, 0);
-        REQUIRE(g2, "session");
-        CHECK(lilac_session_copy(g2, d, &e) == LILAC_OK, "%s", e.msg);
-        ng = 0;
-        CHECK(lilac_session_generate_greedy(g2, G, 0, got, &ng, &e) == LILAC_OK && ng == G, "greedy: %s", e.msg);
-        CHECK(ng == nw && memcmp(got, want, (size_t)G * sizeof *got) == 0, "via %s: greedy tokens differ from a cold run",
-              srv_tier_name[via]);
-        lilac_session_free(g2);
-        CHECK(lilac_session_feed(d, more, M, a, 1, &e) == LILAC_OK, "%s", e.msg);
-        size_t diff = 0;
-        for (size_t i = 0; i < (size_t)V * M; i++) diff += memcmp(&a[i], &b[i], sizeof *a) != 0;
-        CHECK(diff == 0, "via %s: %zu of %d logits differ from a cold session", srv_tier_name[via], diff, V * M);
+        const double copy_ms = wall_ms() - t0;
+        print_times(c, name[via], bytes, fetch_ms, copy_ms);
+        char what[32];
+        snprintf(what, sizeof what, "via %s", name[via]);
+        check_exact(d, prefix, P, what);
         lilac_session_free(d);
         srv_pcache_free(c);
         remove_dir(dir);
     }
-    free(a);
-    free(b);
-    lilac_session_free(cold);
+}
+
+/* stderr into a file while the cache warns; stderr_end gives it back (and
+ * echoes what was written, so the log still shows it). */
+typedef struct {
+    int saved;
+    FILE *f;
+} capture;
+
+static capture stderr_begin(void) {
+    capture k = {-1, tmpfile()};
+    fflush(stderr);
+    if (k.f && (k.saved = dup(2)) >= 0) dup2(fileno(k.f), 2);
+    return k;
+}
+
+static char *stderr_end(capture k) {
+    fflush(stderr);
+    if (k.saved >= 0) dup2(k.saved, 2), close(k.saved);
+    if (!k.f) return NULL;
+    long n = ftell(k.f);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    rewind(k.f);
+    if (s) s[fread(s, 1, (size_t)n, k.f)] = 0;
+    fclose(k.f);
+    if (s) fputs(s, stderr);
+    return s;
+}
+
+/* The lines of log that name path. */
+static int lines_naming(const char *log, const char *path) {
+    int n = 0;
+    for (const char *p = log; p && (p = strstr(p, path)); p += strlen(path)) n++;
+    return n;
+}
+
+static int file_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+static off_t file_size(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 ? sb.st_size : -1;
+}
+
+/* Flips one byte of the state (just before the trailing checksum). */
+static int corrupt_file(const char *path) {
+    const off_t n = file_size(path);
+    int fd = open(path, O_RDWR);
+    unsigned char x;
+    int ok = fd >= 0 && n > 16 && pread(fd, &x, 1, n - 12) == 1 && (x ^= 0x5a, pwrite(fd, &x, 1, n - 12) == 1);
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+static int write_bytes(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(p, 1, n, f) == n;
+    if (f && fclose(f) != 0) ok = 0;
+    return ok;
+}
+
+/* Corrupt and truncated snapshot files, and a corrupt RAM image, are
+ * ignored with a warning naming them and never loaded: a file whose size
+ * is not its header's (truncated before the cache opens the directory) is
+ * left out of the index and left alone, as are files that are not
+ * snapshots; one that fails when loaded (a flipped state byte: the
+ * checksum; truncated after the index was read) is deleted; a corrupt RAM
+ * image is dropped and its file (when there is one) serves instead.  What
+ * is restored afterwards is exact. */
+static void test_bad_files_ignored(void) {
+    char *dir = make_dir();
+    srv_pcache *c = cache_of(1, 8 * S, dir);
+    REQUIRE(c && dir, "setup");
+    int32_t s[8][L];
+    for (int k = 0; k < 8; k++) seq(k, s[k]);
+    for (int k = 0; k < 4; k++) store(c, s[k], L, SRV_SNAP_GEN);
+    srv_pcache_free(c); /* four files */
+    char path[4][4200], junk[4200], shorty[4200];
+    int found = 0;
+    DIR *dd = opendir(dir);
+    struct dirent *de;
+    while (dd && (de = readdir(dd))) {
+        if (de->d_name[0] == '.') continue;
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        lilac_snap_info info;
+        int32_t *t = NULL;
+        lilac_error e = {0};
+        if (lilac_snapshot_peek_file(eng, p, &info, &t, &e) == LILAC_OK && info.n_tokens == L) {
+            const int k = (t[0] - 10) / 17;
+            if (k >= 0 && k < 4 && !memcmp(t, s[k], sizeof s[k])) snprintf(path[k], sizeof path[k], "%s", p), found |= 1 << k;
+        }
+        free(t);
+    }
+    if (dd) closedir(dd);
+    REQUIRE(found == 15, "the shutdown wrote the four snapshots (found mask %x)", found);
+    /* s0 intact; s1 corrupt; s2 truncated now; s3 truncated once indexed */
+    CHECK(corrupt_file(path[1]), "corrupt %s", path[1]);
+    const off_t full = file_size(path[2]);
+    CHECK(truncate(path[2], full - 100) == 0, "truncate %s", path[2]);
+    snprintf(junk, sizeof junk, "%s/0123456789abcdef.lsnap", dir);
+    snprintf(shorty, sizeof shorty, "%s/fedcba9876543210.lsnap", dir);
+    char garbage[600];
+    memset(garbage, 'x', sizeof garbage);
+    CHECK(write_bytes(junk, garbage, sizeof garbage), "write %s", junk);
+    unsigned char head[40];
+    FILE *f = fopen(path[0], "rb");
+    CHECK(f && fread(head, 1, sizeof head, f) == sizeof head, "read %s", path[0]);
+    if (f) fclose(f);
+    CHECK(write_bytes(shorty, head, sizeof head), "write %s", shorty); /* the start of a real header */
+
+    capture k = stderr_begin();
+    c = cache_of(1, 8 * S, dir);
+    if (!c) {
+        free(stderr_end(k));
+        remove_dir(dir);
+        return;
+    }
+    const int indexed = srv_pcache_disk_count(c, NULL);
+    CHECK(truncate(path[3], file_size(path[3]) / 2) == 0, "truncate %s", path[3]);
+    srv_tier t;
+    const int l1 = lookup(c, s[1], L, &t), l3 = lookup(c, s[3], L, &t), l2 = lookup(c, s[2], L, &t);
+    const int after = srv_pcache_disk_count(c, NULL);
+    /* s0 from disk, exact */
+    int len = 0;
+    srv_tier from = SRV_TIER_N;
+    int slot = srv_pcache_fetch(c, s[0], L, 0, &len, &from);
+    lilac_session *d = fed(NULL, 0);
+    lilac_error e = {0};
+    const int r0 = slot >= 0 && d && srv_pcache_restore(c, slot, d, &e) == LILAC_OK;
+    /* RAM: s0's image (its file is there) corrupt: the file serves; s4's (no file): nothing */
+    store(c, s[4], L, SRV_SNAP_GEN); /* s0 -> RAM */
+    int i0 = pc_ram_find(c, s[0], L);
+    if (i0 >= 0) c->ram[i0].img[c->ram[i0].bytes - 12] ^= 0x5a;
+    int len0 = 0;
+    srv_tier from0 = SRV_TIER_N;
+    int slot0 = srv_pcache_fetch(c, s[0], L, 0, &len0, &from0); /* s4 -> RAM */
+    lilac_session *d0 = fed(NULL, 0);
+    const int r00 = slot0 >= 0 && d0 && srv_pcache_restore(c, slot0, d0, &e) == LILAC_OK;
+    store(c, s[5], L, SRV_SNAP_GEN); /* s0 -> RAM (on disk) */
+    int i4 = pc_ram_find(c, s[4], L);
+    if (i4 >= 0) c->ram[i4].img[c->ram[i4].bytes - 12] ^= 0x5a;
+    const int l4 = lookup(c, s[4], L, &t);
+    char *log = stderr_end(k);
+
+    CHECK(indexed == 3, "s0, s1 and s3 indexed, not the truncated s2 or the non-snapshots (%d files)", indexed);
+    CHECK(l1 == -1 && l3 == -1 && l2 == -1, "bad files never load: s1 %d, s3 %d, s2 %d", l1, l3, l2);
+    CHECK(after == 1, "the two that failed to load left the index (%d files)", after);
+    CHECK(slot >= 0 && len == L && from == SRV_TIER_DISK && r0, "s0 from disk: slot %d len %d tier %d: %s", slot, len,
+          (int)from, e.msg);
+    if (r0) check_exact(d, s[0], L, "s0 after the bad files");
+    CHECK(i0 >= 0 && slot0 >= 0 && len0 == L && from0 == SRV_TIER_DISK && r00,
+          "a corrupt RAM image: its file serves (image %d, slot %d, len %d, tier %d)", i0, slot0, len0, (int)from0);
+    if (r00) check_exact(d0, s[0], L, "s0 from its file after a corrupt image");
+    CHECK(i4 >= 0 && l4 == -1, "a corrupt RAM image with no file: nothing (image %d, found %d)", i4, l4);
+    CHECK(log != NULL, "captured stderr");
+    if (log) {
+        CHECK(lines_naming(log, path[1]) == 1 && strstr(log, "checksum"), "one warning names the corrupt %s", path[1]);
+        CHECK(lines_naming(log, path[2]) == 1, "one warning names the truncated %s", path[2]);
+        CHECK(lines_naming(log, path[3]) == 1, "one warning names %s, truncated after the index", path[3]);
+        CHECK(lines_naming(log, junk) == 1 && lines_naming(log, shorty) == 1, "one warning each for the non-snapshots");
+        CHECK(strstr(log, "dropped a snapshot from RAM") != NULL, "a warning for the corrupt RAM images");
+        int nwarn = 0;
+        for (const char *p = log; (p = strstr(p, "warning: prefix cache:")); p++) nwarn++;
+        CHECK(nwarn == 7, "seven warnings, one per bad file or image (%d)", nwarn);
+    }
+    CHECK(!file_exists(path[1]) && !file_exists(path[3]), "the files that failed to load are deleted");
+    CHECK(file_exists(path[2]) && file_exists(junk) && file_exists(shorty), "files the index skipped are left alone");
+    CHECK(file_exists(path[0]), "the good file stays");
+    free(log);
+    lilac_session_free(d0);
+    lilac_session_free(d);
+    srv_pcache_free(c);
+    remove_dir(dir);
 }
 
 /* The shutdown writes the images RAM held (and the slots); the files keep
@@ -425,21 +661,34 @@ static void test_bad_inputs(void) {
 
 int main(int argc, char **argv) {
     CHECK_INIT(argc, argv);
-    lilac_engine_opts o = {.model_dir = TINY, .backend = "cpu", .threads = 2};
+    const char *be = "cpu";
+#if PCACHE_GPU
+    be = getenv("LILAC_TEST_BACKEND");
+    if (!be || !*be) be = "cuda";
+#endif
+    lilac_engine_opts o = {.model_dir = TINY, .backend = be, .threads = 2};
     lilac_error e = {0};
     if (lilac_engine_open(&o, &eng, &e) != LILAC_OK) {
+#if PCACHE_GPU
+        SKIP("%s", e.msg);
+#else
         CHECK(0, "open %s: %s", TINY, e.msg);
-        return check_done("pcache_tiers");
+#endif
+        return check_done(SUITE);
     }
+    lilac_engine_info info;
+    lilac_engine_get_info(eng, &info);
+    printf("    %s backend%s%s\n", info.backend, info.device ? ", " : "", info.device ? info.device : "");
     S = lilac_snapshot_bytes(eng, L);
     RUN(test_evict_slot_ram_disk);
     RUN(test_longest_across_tiers);
     RUN(test_ram_bound);
     RUN(test_exclusive_and_anchors);
     RUN(test_restored_generation_is_exact);
+    RUN(test_bad_files_ignored);
     RUN(test_shutdown_writes_ram);
     RUN(test_superseded_steps_wait_in_ram);
     RUN(test_bad_inputs);
     lilac_engine_close(eng);
-    return check_done("pcache_tiers");
+    return check_done(SUITE);
 }
