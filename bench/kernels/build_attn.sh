@@ -1,6 +1,7 @@
 #!/bin/sh
 # build_attn.sh — builds the prefill attention workshop test,
-# build/kernels/attn_prefill_test (sm_90a; cudart linked statically, so the
+# build/kernels/attn_prefill_test (with the wgmma kernel of
+# attention_prefill_wgmma.cu; sm_90a; cudart linked statically, so the
 # binary runs on a bare CUDA image), and prints the registers / spills ptxas
 # reports for its kernels.  Run from anywhere; extra arguments go to nvcc
 # (e.g. -DLC_ATTN_PREFILL_MODE=0 to make MODE 0 the launcher's default).
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/../.."
 mkdir -p build/kernels
 nvcc -O3 -std=c++17 -arch=sm_90a -Isrc -Iinclude -lineinfo \
     -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -Xptxas -v "$@" \
-    bench/kernels/attn_prefill_test.cu src/backend/cuda/attention.cu \
+    bench/kernels/attn_prefill_test.cu src/backend/cuda/prefill/attention_prefill_wgmma.cu src/backend/cuda/attention.cu \
     -o build/kernels/attn_prefill_test 2> build/kernels/attn_prefill_test.ptxas.txt ||
     { cat build/kernels/attn_prefill_test.ptxas.txt; exit 1; }
 # warnings (anything but ptxas info lines) are shown, then per-kernel resources
@@ -19,6 +20,8 @@ awk '/Compiling entry function/ { k = $0; sub(/^[^\x27]*\x27/, "", k); sub(/\x27
      /Used [0-9]+ registers/ { if (k ~ /prefill/) {
          n = "prefill_prep_kernel"
          if (match(k, /attn_prefill_kernelILi[0-9]+ELi[0-9]+E/)) { a = substr(k, RSTART, RLENGTH); gsub(/[^0-9]+/, " ", a); split(a, v, " "); n = "attn_prefill_kernel<MODE " v[1] ", NSLOT " v[2] ">" }
+         if (k ~ /attn_prefill_wgmma_kernelILb1E/) n = "attn_prefill_wgmma_kernel<PP> (fa3)"
+         if (k ~ /attn_prefill_wgmma_kernelILb0E/) n = "attn_prefill_wgmma_kernel<no PP> (fa3np)"
          r = $0; sub(/^ *ptxas info *: */, "", r); printf "  %-40s %s; %s\n", n, r, st } }' \
     build/kernels/attn_prefill_test.ptxas.txt
 echo "built build/kernels/attn_prefill_test"

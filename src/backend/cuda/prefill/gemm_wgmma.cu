@@ -145,10 +145,6 @@ __device__ __forceinline__ void split_f16x2(float x0, float x1, uint32_t &hi, ui
     lo = (uint32_t)__half_as_ushort(l0) | (uint32_t)__half_as_ushort(l1) << 16;
 }
 
-/* Generic-proxy shared-memory writes (st.shared, cp.async) made visible to
- * wgmma's reads, which go through the async proxy. */
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
 template <int BN>
 __device__ __forceinline__ void wgmma_f16(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc);
 template <>
