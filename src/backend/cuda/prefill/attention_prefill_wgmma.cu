@@ -24,8 +24,9 @@
  *       O [64 x 256] += Phi V + Plo V: 2 x 4 wgmma m64n256k16, A = P from
  *                      registers, B = V N-major from shared memory.
  *     O is 128 fp32 registers a thread, S 32, P hi + lo 32.  The GEMMs of
- *     a step are PV of tile j then S of tile j + 1, issued back to back, so
- *     the tensor cores run both while the warpgroup waits once; the softmax
+ *     a step are PV of tile j then S of tile j + 1, issued back to back
+ *     (V's slot is freed once PV is done, before S is), so the tensor
+ *     cores run both while the warpgroup waits; the softmax
  *     of tile j + 1 then runs while the other consumer's GEMMs do
  *     (PP: two named barriers make the warpgroups issue their GEMMs in
  *     turn, FA3's ping-pong, so the softmaxes interleave for sure).
