@@ -18,9 +18,14 @@
  * Ends with a table of the attention kernel's time per case: mma.sync
  * MODE 3 against the wgmma kernels.
  *
- * Usage: attn_prefill_test [--quick] [--no-huge]
+ * Usage: attn_prefill_test [--quick] [--no-huge] [--modes LIST]
  *   --quick   only the small cases, one timed rep (for compute-sanitizer)
  *   --no-huge skip pos = 126976
+ *   --modes   only these MODES ids, comma-separated (3, 1, 0; 12 fa3, 11 fa3np;
+ *             the SIMT reference always runs)
+ * stdout is line-buffered and each case and mode says so before it starts, so
+ * a log cut by a timeout shows what hung (build with -DLC_WGMMA_WATCHDOG to
+ * have the wgmma kernel's deadlocks trap with their location instead).
  * Exit status 1 on any correctness failure. */
 #include "backend/cuda/prefill/attention_prefill.cu"
 #include "backend/cuda/mma.cuh"
@@ -29,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <string>
 #include <vector>
 
 #define CK(x)                                                                                                       \
@@ -370,15 +376,24 @@ static int wgmma_selftest() {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a log redirected to a file survives a kill up to its last line */
     bool quick = false, huge = true;
+    const char *only = nullptr; /* --modes: ",12,11," */
+    std::string only_buf;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--no-huge")) huge = false;
+        else if (!strcmp(argv[i], "--modes") && i + 1 < argc) only_buf = std::string(",") + argv[++i] + ",", only = only_buf.c_str();
         else {
-            fprintf(stderr, "usage: %s [--quick] [--no-huge]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--no-huge] [--modes ID,ID..]\n", argv[0]);
             return 2;
         }
     }
+    auto selected = [&](int id) {
+        char key[16];
+        snprintf(key, sizeof(key), ",%d,", id);
+        return !only || strstr(only, key) != nullptr;
+    };
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s, %d SMs, %zu KB smem/block opt-in; default MODE %d; LILAC_ATTN_PREFILL=%s\n", prop.name,
@@ -408,7 +423,7 @@ int main(int argc, char **argv) {
     int failures = 0;
     const bool fa3_ok = lc_attn_prefill_wgmma_supported(&p);
     if (!fa3_ok) printf("fa3 (wgmma) kernels not supported on this device: skipped\n");
-    else failures += wgmma_selftest();
+    else if (selected(FA3) || selected(FA3NP)) printf("wgmma self-test: start\n"), failures += wgmma_selftest();
     struct Row {
         int pos, T;
         double flop;
@@ -483,7 +498,8 @@ int main(int argc, char **argv) {
         Row row = {pos, T, flop, {0, 0, 0, 0, 0}};
         for (int mi = 0; mi < (int)(sizeof(MODES) / sizeof(MODES[0])); mi++) {
             const Mode &md = MODES[mi];
-            if (md.id >= FA3NP && !fa3_ok) continue;
+            if ((md.id >= FA3NP && !fa3_ok) || !selected(md.id)) continue;
+            printf("  MODE %d %-18s start\n", md.id, md.name);
             CK(cudaMemcpy(kc, kc0, cbytes, cudaMemcpyDeviceToDevice));
             CK(cudaMemcpy(vc, vc0, cbytes, cudaMemcpyDeviceToDevice));
             fill_f32<<<1024, 256>>>(out, nout, nanf(""));

@@ -14,6 +14,7 @@ for s in "$@"; do
     qgemmmma) LILAC_QGEMM=mma timeout 120 build/kernels/qgemm_test 2>&1 | grep -E "time|FAIL|ok \(" | tee "$OUT/qgemm_mma.log" ;;
     qgemm1) LILAC_QGEMM_SPLIT=1 timeout 120 build/kernels/qgemm_test 2>&1 | grep -E "time|FAIL|ok \(" | tee "$OUT/qgemm_split1.log" ;;
     attn) [ -x build/kernels/attn_prefill_test ] && timeout 150 build/kernels/attn_prefill_test 2>&1 | tee "$OUT/attn.log" ;;
+    attnwd) [ -x build/kernels/attn_prefill_test_wd ] && timeout 100 build/kernels/attn_prefill_test_wd --quick --modes 12,11 2>&1 | tee "$OUT/attn_wd.log" ;;
     gdn) [ -x build/kernels/gdn_chunk_test ] && timeout 150 build/kernels/gdn_chunk_test 2>&1 | tee "$OUT/gdn.log" ;;
     tiny) timeout 120 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate test_gpu_chunks test_gpu_snapshot 2>&1 | tee "$OUT/tiny.log" ;;
     real) timeout 400 $B/tests/test_gpu_backend test_gpu_vs_cpu_real_width test_gpu_prefill_real_width 2>&1 | tee "$OUT/real.log" ;;

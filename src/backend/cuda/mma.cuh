@@ -237,6 +237,52 @@ __device__ __forceinline__ void mbar_wait(uint64_t *b, int parity) {
                  "r"(parity)
                  : "memory");
 }
+/* One poll of the same: true once the phase of parity `parity` has completed
+ * (try_wait may suspend the thread for a system-dependent while first). */
+__device__ __forceinline__ bool mbar_try_wait(uint64_t *b, int parity) {
+    uint32_t ok;
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"((uint32_t)__cvta_generic_to_shared(b)), "r"(parity)
+                 : "memory");
+    return ok != 0;
+}
+
+/* mbar_wait with a watchdog, for kernels built with -DLC_WGMMA_WATCHDOG: after
+ * LC_WGMMA_WATCHDOG_POLLS failed polls or LC_WGMMA_WATCHDOG_NS nanoseconds
+ * (%globaltimer), whichever first, report() runs; where it returns true (the
+ * one thread that prints where it stood) the kernel traps, the others park, so
+ * a deadlock ends as a launch error with its location instead of a hang.
+ * Without the macro it is mbar_wait (report is not called). */
+#ifdef LC_WGMMA_WATCHDOG
+#ifndef LC_WGMMA_WATCHDOG_POLLS
+#define LC_WGMMA_WATCHDOG_POLLS (1u << 26)
+#endif
+#ifndef LC_WGMMA_WATCHDOG_NS
+#define LC_WGMMA_WATCHDOG_NS 4000000000ull
+#endif
+__device__ __forceinline__ uint64_t lc_globaltimer() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+template <class F>
+__device__ __forceinline__ void mbar_wait_watchdog(uint64_t *b, int parity, F &&report) {
+    const uint64_t t0 = lc_globaltimer();
+    for (uint32_t n = 1; !mbar_try_wait(b, parity); n++)
+        if (n >= LC_WGMMA_WATCHDOG_POLLS || lc_globaltimer() - t0 >= LC_WGMMA_WATCHDOG_NS) {
+            if (report()) __trap();
+            for (;;) __nanosleep(1u << 20);
+        }
+}
+#else
+template <class F>
+__device__ __forceinline__ void mbar_wait_watchdog(uint64_t *b, int parity, F &&) {
+    mbar_wait(b, parity);
+}
+#endif
 __device__ __forceinline__ void mbar_arrive(uint64_t *b) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"((uint32_t)__cvta_generic_to_shared(b)) : "memory");
 }
@@ -247,7 +293,10 @@ __device__ __forceinline__ void cp_async_mbar_arrive(uint64_t *b) {
 }
 #endif
 /* Named barrier id (1..15; 0 is __syncthreads) over n threads: sync waits,
- * arrive only counts (a producer's signal to threads that sync). */
+ * arrive only counts (a producer's signal to threads that sync).  bar.sync
+ * has no polling form, so no watchdog of its own: a kernel built with
+ * LC_WGMMA_WATCHDOG records where each warp blocks, and the watchdog of an
+ * mbarrier wait that the stuck warps hold up prints it. */
 __device__ __forceinline__ void named_bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void named_bar_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");

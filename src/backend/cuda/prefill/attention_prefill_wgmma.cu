@@ -9,7 +9,7 @@
  * packed with the tokens into 128 rows (row = 8 token + head), as in the
  * mma.sync kernel, so each K/V tile is read once for all 8 heads.  Three
  * warpgroups:
- *   WG 0, producer (32 registers): streams K and V tiles of 64 keys through
+ *   WG 0, producer (24 registers): streams K and V tiles of 64 keys through
  *     a ring of NSLOT half-tiles (K of tile j, V of tile j, K of j + 1, ...)
  *     with cp.async; full[s] completes when its 128 threads' copies landed,
  *     empty[s] when the 8 consumer warps are done with the slot.  Keys past
@@ -40,13 +40,35 @@
  * 128 KB of Q + 3 x 32 KB of K/V: 224 KB.
  *
  * Causal mask as the mma.sync kernel: only tiles reaching past the block's
- * first token are masked; tiles past its last token are never loaded. */
+ * first token are masked; tiles past its last token are never loaded.
+ *
+ * Registers: a block launches with THREADS x 168 (all that
+ * __launch_bounds__(THREADS, 1) allows), and setmaxnreg moves registers only
+ * within that pool, so the producer's release must cover both consumer
+ * warpgroups' request: 128 (168 - 24) = 256 (240 - 168), FA3's split for
+ * three warpgroups.  (With 32 for the producer, 1024 registers short, the
+ * second consumer warpgroup's setmaxnreg.inc waited forever: the hang.)
+ *
+ * -DLC_WGMMA_WATCHDOG (sh bench/kernels/build_attn.sh -DLC_WGMMA_WATCHDOG):
+ * every mbarrier wait is bounded (mbar_wait_watchdog, mma.cuh) and each warp
+ * records in shared memory where it last blocked (mbarrier, named barrier,
+ * setmaxnreg), the producer waits for the consumers' last releases before it
+ * exits, so any deadlock holds up some mbarrier wait, whose watchdog prints
+ * the block, the wait and every warp's last blocking point, then traps.
+ * (Its printf is a call: ptxas serialises the wgmmas there, so that build is
+ * slower; it is for finding a hang, not for timing.) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/mma.cuh"
+
+#ifdef LC_WGMMA_WATCHDOG
+/* set by the first watchdog that fires (outside LC_HAVE_WGMMA and the anonymous
+ * namespace: the host pass registers it and sees no use) */
+__device__ unsigned int lc_attn_wgmma_wd_fired = 0;
+#endif
 
 namespace {
 
@@ -60,9 +82,27 @@ constexpr int HALF = 4 * PANEL;         /* one K or V tile: 32 KB */
 constexpr int QPANEL = 64 * 128;        /* one 64-dim panel of a warpgroup's Q part */
 constexpr int QWG = 4 * QPANEL;         /* a warpgroup's Q hi (or lo): 32 KB */
 constexpr int KV_OFF = 4 * QWG, BAR_OFF = KV_OFF + NSLOT * HALF; /* Q at 0 */
-constexpr size_t SMEM = 1024 + BAR_OFF + 2 * NSLOT * 8; /* + alignment slack, + mbarriers */
+#ifdef LC_WGMMA_WATCHDOG
+constexpr size_t WD_BYTES = 64; /* a word per warp: where it last blocked */
+#else
+constexpr size_t WD_BYTES = 0;
+#endif
+constexpr size_t SMEM = 1024 + BAR_OFF + 2 * NSLOT * 8 + WD_BYTES; /* + alignment slack, + mbarriers */
 constexpr int THREADS = 384;
 static_assert(QPANEL == PANEL, "Q and K panels share the k-step offsets");
+/* setmaxnreg (see the header): the pool is THREADS x REG_LAUNCH; the producer warpgroup
+ * drops to REG_LOAD, the two consumer warpgroups rise to REG_MMA */
+#ifdef LC_ATTN_WGMMA_REG_LOAD /* only to reproduce the hang under the watchdog: 32 was the bug */
+constexpr int REG_LOAD = LC_ATTN_WGMMA_REG_LOAD;
+constexpr bool REG_CHECK = false;
+#else
+constexpr int REG_LOAD = 24;
+constexpr bool REG_CHECK = true;
+#endif
+constexpr int REG_LAUNCH = 65536 / THREADS / 8 * 8, REG_MMA = 240;
+static_assert(!REG_CHECK || 128 * REG_LOAD + 256 * REG_MMA <= THREADS * REG_LAUNCH,
+              "setmaxnreg.inc would wait forever for registers the producer does not release");
+static_assert(SMEM <= 227 * 1024, "more shared memory than sm_90 opts in to");
 
 #ifdef LC_HAVE_WGMMA
 constexpr int BAR_Q = 1;                /* + wg: its Q has landed (128 threads) */
@@ -82,6 +122,43 @@ __device__ __forceinline__ float ex2(float x) {
 }
 __device__ __forceinline__ float bf_lo(uint32_t u) { return __uint_as_float(u << 16); }
 __device__ __forceinline__ float bf_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+
+#ifdef LC_WGMMA_WATCHDOG
+/* where a warp last blocked: what << 28 | arg << 24 | step (the half-tile or tile) */
+enum { WD_RUN, WD_EMPTY, WD_FULL, WD_BAR, WD_NREG, WD_DRAIN, WD_DONE };
+#define WD(what, arg, step)                                                                                          \
+    do {                                                                                                             \
+        if ((tid & 31) == 0)                                                                                         \
+            *(volatile uint32_t *)&wd[tid >> 5] = (uint32_t)(what) << 28 | (uint32_t)((arg) & 15) << 24 |           \
+                                                  ((uint32_t)(step) & 0xffffffu);                                     \
+    } while (0)
+/* the first warp (lane 0) in the grid whose wait timed out prints; the rest park */
+__device__ __noinline__ bool wd_report(const uint32_t *wd, int what, int slot, int parity, int step, int gk, int t0,
+                                       int pos, int ntiles) {
+    if ((threadIdx.x & 31) != 0 || atomicCAS(&lc_attn_wgmma_wd_fired, 0u, 1u) != 0u) return false;
+    const char *const names[] = {"running", "wait empty", "wait full", "bar.sync", "setmaxnreg.inc", "drain: wait empty",
+                                 "done"};
+    printf("LC_WGMMA_WATCHDOG attn_prefill_wgmma_kernel: block %d (kv head %d, tokens %d.., pos %d, %d tiles), "
+           "warp %d: %s[%d] parity %d (half-tile %d) never completed\n",
+           (int)blockIdx.x, gk, t0, pos, ntiles, (int)(threadIdx.x >> 5), names[what], slot, parity, step);
+    for (int i = 0; i < THREADS / 32; i++) {
+        const uint32_t v = ((const volatile uint32_t *)wd)[i];
+        printf("  warp %2d (%s): last %s, id/slot %u, step %u\n", i, i < 4 ? "producer" : i < 8 ? "consumer WG 0" : "consumer WG 1",
+               (v >> 28) < 7 ? names[v >> 28] : "?", (v >> 24) & 15, v & 0xffffffu);
+    }
+    return true;
+}
+#define WAIT(bar, parity, what, slot, step)                                                                          \
+    do {                                                                                                             \
+        const int par_ = (parity);                                                                                   \
+        WD(what, slot, step);                                                                                        \
+        mbar_wait_watchdog(bar, par_, [&] { return wd_report(wd, what, slot, par_, step, gk, t0, pos, ntiles); });    \
+        WD(WD_RUN, slot, step);                                                                                      \
+    } while (0)
+#else
+#define WD(what, arg, step) ((void)0)
+#define WAIT(bar, parity, what, slot, step) mbar_wait(bar, parity)
+#endif
 #endif
 
 /* grid (ceil(T/TOK) * Hkv), block THREADS, dynamic smem SMEM.
@@ -98,6 +175,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     extern __shared__ __align__(16) uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + BAR_OFF), *empty = full + NSLOT;
+#ifdef LC_WGMMA_WATCHDOG
+    uint32_t *wd = reinterpret_cast<uint32_t *>(empty + NSLOT);
+    if (threadIdx.x < THREADS / 32) wd[threadIdx.x] = 0;
+#endif
 
     const int tid = threadIdx.x;
     const int Hkv = p.Hkv, nblk = (T + TOK - 1) / TOK;
@@ -113,12 +194,12 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (tid < 128) {
         /* ---- producer: half-tile h (K of tile h/2 if h is even, else V) into slot h % NSLOT.
          * Warp w copies keys 4 it + w; lane q the 16 bytes 8q .. 8q+7 of the row (panel q/8). */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 32;");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(REG_LOAD));
         const int rsub = tid >> 5, q = tid & 31;
         const size_t kv_stride = (size_t)Hkv * HD;
         for (int h = 0; h < 2 * ntiles; h++) {
             const int slot = h % NSLOT;
-            mbar_wait(&empty[slot], ((h / NSLOT) & 1) ^ 1);
+            WAIT(&empty[slot], ((h / NSLOT) & 1) ^ 1, WD_EMPTY, slot, h);
             const uint16_t *src = ((h & 1) ? vc : kc) + gk * HD + 8 * q;
             uint8_t *dst = smem + KV_OFF + slot * HALF + (q >> 3) * PANEL;
             const int key0 = (h >> 1) * BN;
@@ -130,12 +211,20 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             cp_async_mbar_arrive(&full[slot]);
         }
+#ifdef LC_WGMMA_WATCHDOG
+        /* the consumers' releases of the last NSLOT half-tiles: a consumer stuck anywhere holds one up */
+        for (int h = max(0, 2 * ntiles - NSLOT); h < 2 * ntiles; h++) WAIT(&empty[h % NSLOT], (h / NSLOT) & 1, WD_DRAIN, h % NSLOT, h);
+        WD(WD_DONE, 0, 0);
+#endif
+        cp_async_commit(); /* wait_group waits for committed groups only */
         cp_async_wait<0>();
         return;
     }
 
     /* ---- consumers */
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+    WD(WD_NREG, 0, 0);
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(REG_MMA));
+    WD(WD_RUN, 0, 0);
     const int ct = tid - 128, wg = ct >> 7, w = (ct >> 5) & 3, lane = ct & 31, g = lane >> 2, cq = lane & 3;
 
     /* Q rows of this warpgroup (row r = 8 token + head): warp w copies rows 4 it + w, lane the
@@ -155,6 +244,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         cp_async_commit();
         cp_async_wait<0>();
         fence_proxy_async();
+        WD(WD_BAR, BAR_Q + wg, 0);
         named_bar_sync(BAR_Q + wg, 128);
     }
 
@@ -178,7 +268,7 @@ __global__ void __launch_bounds__(THREADS, 1)
      * no branch may sit between a wgmma.fence and its wgmmas (ptxas serialises them) */
     auto issue_s = [&](int j) {
         const int h = 2 * j, slot = h % NSLOT;
-        mbar_wait(&full[slot], (h / NSLOT) & 1);
+        WAIT(&full[slot], (h / NSLOT) & 1, WD_FULL, slot, h);
         fence_proxy_async();
         wgmma_fence();
         const uint64_t dk = dk0 + (uint64_t)(slot * HALF16);
@@ -193,7 +283,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     /* O += P V of tile j (waits for its V) */
     auto issue_pv = [&](int j) {
         const int h = 2 * j + 1, slot = h % NSLOT;
-        mbar_wait(&full[slot], (h / NSLOT) & 1);
+        WAIT(&full[slot], (h / NSLOT) & 1, WD_FULL, slot, h);
         fence_proxy_async();
         wgmma_fence();
         const uint64_t dv = dv0 + (uint64_t)(slot * HALF16);
@@ -222,6 +312,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     /* ping-pong: WG 1 hands WG 0 the first turn; each hands the other a turn after issuing */
     if (PP && wg == 1) named_bar_arrive(BAR_PP + 0, 256);
+    if (PP) WD(WD_BAR, BAR_PP + wg, 0);
     if (PP) named_bar_sync(BAR_PP + wg, 256);
     issue_s(0);
     if (PP) named_bar_arrive(BAR_PP + (wg ^ 1), 256);
@@ -275,6 +366,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 
         /* ---- P V of tile j, then S of tile j + 1; V's slot is freed as soon as P V is
          * done, so the producer refills it (with K of tile j + 2) while S runs ---- */
+        if (PP) WD(WD_BAR, BAR_PP + wg, 2 * j + 1);
         if (PP) named_bar_sync(BAR_PP + wg, 256);
         issue_pv(j);
         if (j + 1 < ntiles) {
@@ -293,6 +385,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
     }
 
+    WD(WD_DONE, 0, 0);
     /* ---- l over the row's quad, then out = O / l * sigmoid(gate) ---- */
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -325,6 +418,12 @@ cudaError_t launch(const lc_attn_params *p, const uint16_t *qb, int T, const uin
         cudaError_t err =
             cudaFuncSetAttribute(attn_prefill_wgmma_kernel<PP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
         if (err) return err;
+        /* the register pool setmaxnreg redistributes (see the header): a build with fewer
+         * registers at launch would hang in setmaxnreg.inc, so refuse it */
+        cudaFuncAttributes fa;
+        if ((err = cudaFuncGetAttributes(&fa, attn_prefill_wgmma_kernel<PP>))) return err;
+        if (REG_CHECK && (fa.numRegs + 7) / 8 * 8 * THREADS < 128 * REG_LOAD + 256 * REG_MMA)
+            return cudaErrorInvalidConfiguration;
         attr_set = true;
     }
     const int nblk = (T + TOK - 1) / TOK;
