@@ -1,6 +1,8 @@
 /* attn_prefill_test.cu — workshop test of the tensor-core prefill attention
  * (src/backend/cuda/prefill/attention_prefill.cu, included here so every
- * precision MODE can be run) against the SIMT path of attention.cu
+ * precision MODE can be run; and its Hopper wgmma kernel,
+ * attention_prefill_wgmma.cu, with and without ping-pong, side by side:
+ * "fa3" / "fa3np" below) against the SIMT path of attention.cu
  * (lc_attn_prep + lc_attn(nsplit = 1) + lc_attn_combine), and for the small
  * cases against an independent fp64 CPU reference.
  *
@@ -13,16 +15,26 @@
  * whole launcher, the prep and the attention kernel alone, with TFLOP/s of
  * causal attention (4 hd H per visible key and query).
  *
- * Usage: attn_prefill_test [--quick] [--no-huge]
+ * Ends with a table of the attention kernel's time per case: mma.sync
+ * MODE 3 against the wgmma kernels.
+ *
+ * Usage: attn_prefill_test [--quick] [--no-huge] [--modes LIST]
  *   --quick   only the small cases, one timed rep (for compute-sanitizer)
  *   --no-huge skip pos = 126976
+ *   --modes   only these MODES ids, comma-separated (3, 1, 0; 12 fa3, 11 fa3np;
+ *             the SIMT reference always runs)
+ * stdout is line-buffered and each case and mode says so before it starts, so
+ * a log cut by a timeout shows what hung (build with -DLC_WGMMA_WATCHDOG to
+ * have the wgmma kernel's deadlocks trap with their location instead).
  * Exit status 1 on any correctness failure. */
 #include "backend/cuda/prefill/attention_prefill.cu"
+#include "backend/cuda/mma.cuh"
 
 #include <algorithm>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <string>
 #include <vector>
 
 #define CK(x)                                                                                                       \
@@ -208,6 +220,9 @@ static float median_ms(F f, int reps) {
     return ms[ms.size() / 2];
 }
 
+/* ids of the wgmma kernel's two forms (MODE 3's prep and precision) */
+enum { FA3 = 12, FA3NP = 11 };
+
 /* tolerances vs the fp32 SIMT path: max abs (|out| <= 1) and rms relative */
 struct Mode {
     int id;
@@ -218,18 +233,26 @@ static const Mode MODES[] = {
     {3, "exact (Q,P hi+lo)", 5e-4, 1e-4},
     {1, "Q hi+lo, P bf16", 6e-3, 3e-3},
     {0, "plain bf16", 4e-2, 1e-2},
+    {FA3, "fa3 wgmma pp", 5e-4, 1e-4},  /* MODE 3's precision on wgmma, ping-pong */
+    {FA3NP, "fa3 wgmma no-pp", 5e-4, 1e-4},
 };
 
+/* whole: the launcher (lc_attn_prefill where LILAC_ATTN_PREFILL picks this
+ * kernel); else part 0 the prep, part 1 the attention kernel alone */
 template <int M>
 static cudaError_t run_mode(bool whole, int part, const lc_attn_params *p, const float *proj, int T, uint16_t *kc,
                             uint16_t *vc, float *qbuf, float *out, const lc_ctrl *ctrl) {
     uint16_t *qb = reinterpret_cast<uint16_t *>(qbuf);
+    const int wg = M == FA3 ? 2 : M == FA3NP ? 1 : 0; /* prefill<>'s choice of kernel */
+    const bool launcher = wg ? LC_ATTN_PREFILL_MODE == 3 && wgmma_choice() == wg
+                             : M == LC_ATTN_PREFILL_MODE && (wgmma_choice() == 0 || !lc_attn_prefill_wgmma_supported(p));
     if (whole) {
-        if (M == LC_ATTN_PREFILL_MODE) return lc_attn_prefill(p, proj, LDP, T, kc, vc, qbuf, out, ctrl, 0);
-        return prefill<M>(p, proj, LDP, T, kc, vc, qbuf, out, ctrl, 0);
+        if (launcher) return lc_attn_prefill(p, proj, LDP, T, kc, vc, qbuf, out, ctrl, 0);
+        return prefill<wg ? 3 : M>(p, proj, LDP, T, kc, vc, qbuf, out, ctrl, 0, wg);
     }
-    if (part == 0) return launch_prep(p, proj, LDP, T, qb, M & 1, kc, vc, ctrl, 0);
-    return launch_attn<M>(p, qb, T, kc, vc, proj, LDP, out, ctrl, 0);
+    if (part == 0) return launch_prep(p, proj, LDP, T, qb, wg ? 1 : M & 1, kc, vc, ctrl, 0);
+    if (wg) return lc_attn_prefill_wgmma(p, qb, T, kc, vc, proj, LDP, out, ctrl, wg == 2, 0);
+    return launch_attn<wg ? 3 : M>(p, qb, T, kc, vc, proj, LDP, out, ctrl, 0);
 }
 static cudaError_t run(int mode, bool whole, int part, const lc_attn_params *p, const float *proj, int T, uint16_t *kc,
                        uint16_t *vc, float *qbuf, float *out, const lc_ctrl *ctrl) {
@@ -237,24 +260,145 @@ static cudaError_t run(int mode, bool whole, int part, const lc_attn_params *p, 
     case 0: return run_mode<0>(whole, part, p, proj, T, kc, vc, qbuf, out, ctrl);
     case 1: return run_mode<1>(whole, part, p, proj, T, kc, vc, qbuf, out, ctrl);
     case 3: return run_mode<3>(whole, part, p, proj, T, kc, vc, qbuf, out, ctrl);
+    case FA3: return run_mode<FA3>(whole, part, p, proj, T, kc, vc, qbuf, out, ctrl);
+    case FA3NP: return run_mode<FA3NP>(whole, part, p, proj, T, kc, vc, qbuf, out, ctrl);
     default: return cudaErrorInvalidValue;
     }
 }
 
+/* ---- wgmma self-test: the operand layouts attention_prefill_wgmma.cu uses, in
+ * isolation, so a wrong descriptor shows as itself.  One warpgroup; a [64 rows
+ * x 256 dims] bf16 matrix A (as Q) and X (as a K or V tile of 64 keys) go to
+ * shared memory as 4 panels of 64 dims, rows of 128 bytes, 16-byte chunks
+ * ^ (row & 7); then S = A X^T (16 wgmma m64n64k16, both operands K-major
+ * from shared memory) and O = P X (4 wgmma m64n256k16, P [64 x 64] from
+ * registers, X N-major), written row-major. */
+__global__ void wgmma_selftest_kernel(const uint16_t *A, const uint16_t *X, const uint16_t *P, float *S, float *O) {
+#ifdef LC_HAVE_WGMMA
+    extern __shared__ __align__(16) uint8_t st_raw[];
+    uint8_t *sm = st_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(st_raw) & 1023)) & 1023);
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, cq = lane & 3;
+    for (int i = tid; i < 64 * 32; i += 128) {
+        const int r = i >> 5, c = i & 31;
+        const uint32_t off = (c >> 3) * 8192 + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+        *reinterpret_cast<uint4 *>(sm + off) = *reinterpret_cast<const uint4 *>(A + r * 256 + 8 * c);
+        *reinterpret_cast<uint4 *>(sm + 32768 + off) = *reinterpret_cast<const uint4 *>(X + r * 256 + 8 * c);
+    }
+    fence_proxy_async();
+    __syncthreads();
+    const uint64_t da = wgmma_desc_k128(sm), dx = wgmma_desc_k128(sm + 32768), dv = wgmma_desc_mn128(sm + 32768, 8192);
+    float s[32], o[128];
+    uint32_t a[4][4];
+#pragma unroll
+    for (int i = 0; i < 128; i++) o[i] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int row = 16 * w + g + 8 * (r & 1), key = 16 * ks + 8 * (r >> 1) + 2 * cq;
+            a[ks][r] = (uint32_t)P[row * 64 + key] | (uint32_t)P[row * 64 + key + 1] << 16;
+        }
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 16; kk++) {
+        const uint32_t off = (kk >> 2) * 512 + (kk & 3) * 2;
+        wgmma_ss_64x64x16_bf16(s, da + off, dx + off, kk > 0);
+    }
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) wgmma_rs_64x256x16_bf16_nmaj(o, a[ks], dv + ks * 128);
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; i++) reg_fence(s[i]);
+#pragma unroll
+    for (int i = 0; i < 128; i++) reg_fence(o[i]);
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) reg_fence(a[k][r]);
+#pragma unroll
+    for (int i = 0; i < 32; i++) {
+        const int row = 16 * w + g + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * cq + (i & 1);
+        S[row * 64 + col] = s[i];
+    }
+#pragma unroll
+    for (int i = 0; i < 128; i++) {
+        const int row = 16 * w + g + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * cq + (i & 1);
+        O[row * 256 + col] = o[i];
+    }
+#endif
+}
+
+/* 0 when S and O match a double reference to 1e-3 (fp32 sums of 256 / 64 bf16 products) */
+static int wgmma_selftest() {
+    std::vector<uint16_t> A(64 * 256), X(64 * 256), P(64 * 64);
+    for (size_t i = 0; i < A.size(); i++) A[i] = f2bf(-1.0f + 2.0f * urand(71, i)), X[i] = f2bf(-1.0f + 2.0f * urand(72, i));
+    for (size_t i = 0; i < P.size(); i++) P[i] = f2bf(urand(73, i));
+    uint16_t *dA, *dX, *dP;
+    float *dS, *dO;
+    CK(cudaMalloc(&dA, A.size() * 2));
+    CK(cudaMalloc(&dX, X.size() * 2));
+    CK(cudaMalloc(&dP, P.size() * 2));
+    CK(cudaMalloc(&dS, 64 * 64 * 4));
+    CK(cudaMalloc(&dO, 64 * 256 * 4));
+    CK(cudaMemcpy(dA, A.data(), A.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dX, X.data(), X.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dP, P.data(), P.size() * 2, cudaMemcpyHostToDevice));
+    const int smem = 1024 + 65536;
+    CK(cudaFuncSetAttribute(wgmma_selftest_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    wgmma_selftest_kernel<<<1, 128, smem>>>(dA, dX, dP, dS, dO);
+    CK(cudaGetLastError());
+    std::vector<float> S(64 * 64), O(64 * 256);
+    CK(cudaMemcpy(S.data(), dS, S.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
+    double es = 0, eo = 0;
+    for (int r = 0; r < 64; r++)
+        for (int c = 0; c < 64; c++) {
+            double ref = 0;
+            for (int d = 0; d < 256; d++) ref += (double)bf2f(A[r * 256 + d]) * bf2f(X[c * 256 + d]);
+            es = std::max(es, fabs(ref - S[r * 64 + c]));
+        }
+    for (int r = 0; r < 64; r++)
+        for (int d = 0; d < 256; d++) {
+            double ref = 0;
+            for (int k = 0; k < 64; k++) ref += (double)bf2f(P[r * 64 + k]) * bf2f(X[k * 256 + d]);
+            eo = std::max(eo, fabs(ref - O[r * 256 + d]));
+        }
+    const bool ok = es < 1e-3 && eo < 1e-3;
+    printf("wgmma self-test: S = A X^T (SS, K-major) max err %.3g; O = P X (RS, X N-major) max err %.3g: %s\n", es, eo,
+           ok ? "ok" : "FAIL");
+    CK(cudaFree(dA));
+    CK(cudaFree(dX));
+    CK(cudaFree(dP));
+    CK(cudaFree(dS));
+    CK(cudaFree(dO));
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a log redirected to a file survives a kill up to its last line */
     bool quick = false, huge = true;
+    const char *only = nullptr; /* --modes: ",12,11," */
+    std::string only_buf;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--no-huge")) huge = false;
+        else if (!strcmp(argv[i], "--modes") && i + 1 < argc) only_buf = std::string(",") + argv[++i] + ",", only = only_buf.c_str();
         else {
-            fprintf(stderr, "usage: %s [--quick] [--no-huge]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--no-huge] [--modes ID,ID..]\n", argv[0]);
             return 2;
         }
     }
+    auto selected = [&](int id) {
+        char key[16];
+        snprintf(key, sizeof(key), ",%d,", id);
+        return !only || strstr(only, key) != nullptr;
+    };
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    printf("device: %s, %d SMs, %zu KB smem/block opt-in; default MODE %d\n", prop.name, prop.multiProcessorCount,
-           prop.sharedMemPerBlockOptin / 1024, LC_ATTN_PREFILL_MODE);
+    printf("device: %s, %d SMs, %zu KB smem/block opt-in; default MODE %d; LILAC_ATTN_PREFILL=%s\n", prop.name,
+           prop.multiProcessorCount, prop.sharedMemPerBlockOptin / 1024, LC_ATTN_PREFILL_MODE,
+           getenv("LILAC_ATTN_PREFILL") ? getenv("LILAC_ATTN_PREFILL") : "(unset: fa2)");
 
     Host hp;
     hp.qn.resize(HDIM), hp.kn.resize(HDIM), hp.inv.resize(RD / 2);
@@ -272,10 +416,20 @@ int main(int argc, char **argv) {
     lc_ctrl *d_ctrl;
     CK(cudaMalloc(&d_ctrl, sizeof(lc_ctrl)));
 
-    const int cases[][2] = {{0, 64}, {0, 333}, {100, 517}, {1000, 1}, {0, 4096}, {4096, 4096}, {28672, 4096}, {126976, 4096}};
+    const int cases[][2] = {{0, 64},       {0, 333},     {100, 517},    {1000, 1},      {64, 16},     {4000, 33},
+                            {190, 77},     {0, 4096},    {4096, 4096},  {28672, 4096},  {126976, 4096}};
     const int ncases = sizeof(cases) / sizeof(cases[0]);
     const int REPS = quick ? 1 : 10, WARM = quick ? 0 : 2;
     int failures = 0;
+    const bool fa3_ok = lc_attn_prefill_wgmma_supported(&p);
+    if (!fa3_ok) printf("fa3 (wgmma) kernels not supported on this device: skipped\n");
+    else if (selected(FA3) || selected(FA3NP)) printf("wgmma self-test: start\n"), failures += wgmma_selftest();
+    struct Row {
+        int pos, T;
+        double flop;
+        float ms[5]; /* attention kernel alone, per MODES entry (0: not run) */
+    };
+    std::vector<Row> rows;
     for (int ci = 0; ci < ncases; ci++) {
         const int pos = cases[ci][0], T = cases[ci][1], cap = pos + T;
         const bool small = (double)T * (pos + T) <= 1e6;
@@ -341,7 +495,11 @@ int main(int argc, char **argv) {
             if (e.nonfinite || e.max_abs > 1e-4) printf("  FAIL: SIMT reference vs CPU\n"), failures++;
         }
 
-        for (const Mode &md : MODES) {
+        Row row = {pos, T, flop, {0, 0, 0, 0, 0}};
+        for (int mi = 0; mi < (int)(sizeof(MODES) / sizeof(MODES[0])); mi++) {
+            const Mode &md = MODES[mi];
+            if ((md.id >= FA3NP && !fa3_ok) || !selected(md.id)) continue;
+            printf("  MODE %d %-18s start\n", md.id, md.name);
             CK(cudaMemcpy(kc, kc0, cbytes, cudaMemcpyDeviceToDevice));
             CK(cudaMemcpy(vc, vc0, cbytes, cudaMemcpyDeviceToDevice));
             fill_f32<<<1024, 256>>>(out, nout, nanf(""));
@@ -383,7 +541,9 @@ int main(int argc, char **argv) {
             const float t_attn = median_ms([&]() { CK(run(md.id, false, 1, &p, proj, T, kc, vc, qbuf, out, d_ctrl)); }, REPS);
             printf("  MODE %d %-18s time: %.4f ms (prep %.4f + attn %.4f), %.1f TFLOP/s overall, %.1f attention kernel\n",
                    md.id, md.name, t_all, t_prep, t_attn, flop / (t_all * 1e-3) * 1e-12, flop / (t_attn * 1e-3) * 1e-12);
+            row.ms[mi] = t_attn;
         }
+        rows.push_back(row);
         CK(cudaFree(proj));
         CK(cudaFree(qbuf));
         CK(cudaFree(part));
@@ -395,6 +555,19 @@ int main(int argc, char **argv) {
         CK(cudaFree(vcr));
         CK(cudaFree(kc));
         CK(cudaFree(vc));
+    }
+    printf("\nattention kernel alone, ms (TFLOP/s of causal attention):\n  %-16s", "pos, T");
+    for (const Mode &md : MODES) printf(" | %-20s", md.name);
+    printf(" | fa3 / MODE 3\n");
+    for (const Row &r : rows) {
+        char pt[32];
+        snprintf(pt, sizeof(pt), "%d, %d", r.pos, r.T);
+        printf("  %-16s", pt);
+        for (int mi = 0; mi < 5; mi++)
+            if (r.ms[mi] > 0) printf(" | %8.4f (%6.1f)   ", r.ms[mi], r.flop / (r.ms[mi] * 1e-3) * 1e-12);
+            else printf(" | %-20s", "-");
+        if (r.ms[0] > 0 && r.ms[3] > 0) printf(" | %.2fx", r.ms[0] / r.ms[3]);
+        printf("\n");
     }
     printf("\n%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
     return failures ? 1 : 0;

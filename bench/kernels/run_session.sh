@@ -16,6 +16,7 @@ for s in "$@"; do
     gemv) timeout 150 build/kernels/gemv_test 2>&1 | tee "$OUT/gemv.log" ;;
     gemvsan) timeout 280 compute-sanitizer --tool memcheck --error-exitcode 9 build/kernels/gemv_test --quick > "$OUT/memcheck_gemv.log" 2>&1; echo "memcheck gemv rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck_gemv.log" ;;
     attn) [ -x build/kernels/attn_prefill_test ] && timeout 150 build/kernels/attn_prefill_test 2>&1 | tee "$OUT/attn.log" ;;
+    attnwd) [ -x build/kernels/attn_prefill_test_wd ] && timeout 100 build/kernels/attn_prefill_test_wd --quick --modes 12,11 2>&1 | tee "$OUT/attn_wd.log" ;;
     gdn) [ -x build/kernels/gdn_chunk_test ] && timeout 150 build/kernels/gdn_chunk_test 2>&1 | tee "$OUT/gdn.log" ;;
     tiny) timeout 120 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate test_gpu_chunks test_gpu_snapshot 2>&1 | tee "$OUT/tiny.log" ;;
     real) timeout 400 $B/tests/test_gpu_backend test_gpu_vs_cpu_real_width test_gpu_prefill_real_width 2>&1 | tee "$OUT/real.log" ;;

@@ -219,6 +219,14 @@ cudaError_t lc_attn_decode(const lc_attn_params *p, const float *proj, uint16_t 
 int lc_attn_prefill_supported(const lc_attn_params *p);
 cudaError_t lc_attn_prefill(const lc_attn_params *p, const float *proj, int ldp, int T, uint16_t *kc, uint16_t *vc,
                             float *qbuf, float *out, const lc_ctrl *ctrl, cudaStream_t st);
+/* The attention kernel of lc_attn_prefill on Hopper wgmma (prefill/
+ * attention_prefill_wgmma.cu; LILAC_ATTN_PREFILL=fa3 picks it): qb is the
+ * prep's bf16 q hi [T, H, hd] then lo; pingpong orders the two consumer
+ * warpgroups' GEMMs.  Needs sm_90 (lc_attn_prefill_wgmma_supported). */
+int lc_attn_prefill_wgmma_supported(const lc_attn_params *p);
+cudaError_t lc_attn_prefill_wgmma(const lc_attn_params *p, const uint16_t *qb, int T, const uint16_t *kc, const uint16_t *vc,
+                                  const float *proj, int ldp, float *out, const lc_ctrl *ctrl, int pingpong,
+                                  cudaStream_t st);
 
 /* ---- MoE ------------------------------------------------------------------------ */
 /* logits [T, E+1] (router | shared gate) -> top-K ids and renormalised

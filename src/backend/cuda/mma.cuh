@@ -154,4 +154,152 @@ __device__ __forceinline__ void wgmma_64x128x16_f16(float (&d)[64], const uint32
 }
 
 
+/* d (+)= A * B, bf16 in, fp32 accumulate; A (64 x 16) and B (64 x 16) both
+ * K-major in shared memory (descriptors as wgmma_desc_k128); accumulate = 0
+ * overwrites d. */
+__device__ __forceinline__ void wgmma_ss_64x64x16_bf16(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
+#ifdef LC_HAVE_WGMMA
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+                 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(accumulate));
+#endif
+}
+
+/* d += A * B, bf16 in, fp32 accumulate; A (64 x 16) from registers in the
+ * fragment layout of wgmma_64x64x16, B (16 x 256) N-major in shared memory
+ * (K rows with N contiguous: wgmma_desc_mn128).  d[128]: 32 n8 blocks as in
+ * wgmma_64x64x16 (block j in d[4j..4j+3]). */
+__device__ __forceinline__ void wgmma_rs_64x256x16_bf16_nmaj(float (&d)[128], const uint32_t (&a)[4], uint64_t db) {
+#ifdef LC_HAVE_WGMMA
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+                 "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+                 "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+                 "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
+                 "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+                 "}, {%128,%129,%130,%131}, %132, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+#endif
+}
+
+/* Descriptor of an N-major (or M-major) bf16 operand with 128-byte swizzle:
+ * 8 K-rows x 64 elements (128 bytes, chunks ^ (row % 8)) per 1024-byte-aligned
+ * atom; the next 8 K-rows 1024 bytes on (SBO), the next 64 elements of N
+ * lbo bytes on (LBO). */
+__device__ __forceinline__ uint64_t wgmma_desc_mn128(const void *smem, uint32_t lbo) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+    return (uint64_t)((a & 0x3ffff) >> 4) | (uint64_t)((lbo >> 4) & 0x3fff) << 16 | (uint64_t)(1024 >> 4) << 32 |
+           (uint64_t)1 << 62;
+}
+
+/* Generic-proxy shared-memory writes (st.shared, cp.async) made visible to
+ * wgmma's reads, which go through the async proxy. */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+/* ---- mbarriers and named barriers (sm_90) ------------------------------------ */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"((uint32_t)__cvta_generic_to_shared(b)), "r"(count)
+                 : "memory");
+}
+/* Returns once the phase of parity `parity` has completed. */
+__device__ __forceinline__ void mbar_wait(uint64_t *b, int parity) {
+    asm volatile("{\n.reg .pred p;\nLC_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra LC_WAIT;\n}\n" ::"r"((uint32_t)__cvta_generic_to_shared(b)),
+                 "r"(parity)
+                 : "memory");
+}
+/* One poll of the same: true once the phase of parity `parity` has completed
+ * (try_wait may suspend the thread for a system-dependent while first). */
+__device__ __forceinline__ bool mbar_try_wait(uint64_t *b, int parity) {
+    uint32_t ok;
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"((uint32_t)__cvta_generic_to_shared(b)), "r"(parity)
+                 : "memory");
+    return ok != 0;
+}
+
+/* mbar_wait with a watchdog, for kernels built with -DLC_WGMMA_WATCHDOG: after
+ * LC_WGMMA_WATCHDOG_POLLS failed polls or LC_WGMMA_WATCHDOG_NS nanoseconds
+ * (%globaltimer), whichever first, report() runs; where it returns true (the
+ * one thread that prints where it stood) the kernel traps, the others park, so
+ * a deadlock ends as a launch error with its location instead of a hang.
+ * Without the macro it is mbar_wait (report is not called). */
+#ifdef LC_WGMMA_WATCHDOG
+#ifndef LC_WGMMA_WATCHDOG_POLLS
+#define LC_WGMMA_WATCHDOG_POLLS (1u << 26)
+#endif
+#ifndef LC_WGMMA_WATCHDOG_NS
+#define LC_WGMMA_WATCHDOG_NS 4000000000ull
+#endif
+__device__ __forceinline__ uint64_t lc_globaltimer() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+template <class F>
+__device__ __forceinline__ void mbar_wait_watchdog(uint64_t *b, int parity, F &&report) {
+    const uint64_t t0 = lc_globaltimer();
+    for (uint32_t n = 1; !mbar_try_wait(b, parity); n++)
+        if (n >= LC_WGMMA_WATCHDOG_POLLS || lc_globaltimer() - t0 >= LC_WGMMA_WATCHDOG_NS) {
+            if (report()) __trap();
+            for (;;) __nanosleep(1u << 20);
+        }
+}
+#else
+template <class F>
+__device__ __forceinline__ void mbar_wait_watchdog(uint64_t *b, int parity, F &&) {
+    mbar_wait(b, parity);
+}
+#endif
+__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"((uint32_t)__cvta_generic_to_shared(b)) : "memory");
+}
+/* Arrives on b when this thread's earlier cp.asyncs have landed (counted in b's init). */
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t *b) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"((uint32_t)__cvta_generic_to_shared(b))
+                 : "memory");
+}
+#endif
+/* Named barrier id (1..15; 0 is __syncthreads) over n threads: sync waits,
+ * arrive only counts (a producer's signal to threads that sync).  bar.sync
+ * has no polling form, so no watchdog of its own: a kernel built with
+ * LC_WGMMA_WATCHDOG records where each warp blocks, and the watchdog of an
+ * mbarrier wait that the stuck warps hold up prints it. */
+__device__ __forceinline__ void named_bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void named_bar_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+
 #endif

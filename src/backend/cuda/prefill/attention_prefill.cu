@@ -41,8 +41,15 @@
  * by (row & 7) (P: 128-byte lines, the same), so every ldmatrix and cp.async
  * is free of bank conflicts.
  *
+ * LILAC_ATTN_PREFILL=fa3 (read once) runs the attention on Hopper wgmma
+ * instead (attention_prefill_wgmma.cu, FA3-style, MODE 3's precision; fa3np:
+ * the same without its warpgroup ping-pong); fa2 or unset: this kernel.
+ * The prep is the same for both.
+ *
  * Not here: decode (attention_decode.cu), the SIMT path (attention.cu). */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/common.cuh"
 
@@ -504,15 +511,29 @@ int prefill_supported(const lc_attn_params *p) {
     return p->H == R * p->Hkv && p->hd == HD && p->rd <= p->hd && p->rd % 2 == 0 && slots_that_fit<MODE>() > 0;
 }
 
-/* qbuf [T, H, hd] fp32 is reused as qh [T, H, hd] bf16 then ql [T, H, hd] bf16 (same bytes) */
+/* LILAC_ATTN_PREFILL: 0 = fa2 (this file's kernel, the default), 1 = fa3np, 2 = fa3 */
+int wgmma_choice() {
+    static int v = -1;
+    if (v < 0) {
+        const char *s = getenv("LILAC_ATTN_PREFILL");
+        v = s && !strcmp(s, "fa3") ? 2 : s && !strcmp(s, "fa3np") ? 1 : 0;
+    }
+    return v;
+}
+
+/* qbuf [T, H, hd] fp32 is reused as qh [T, H, hd] bf16 then ql [T, H, hd] bf16 (same bytes).
+ * WG: -1 as LILAC_ATTN_PREFILL says (the wgmma kernel only for MODE 3, where it runs), 0 the
+ * mma.sync kernel, 1 / 2 the wgmma one without / with ping-pong. */
 template <int MODE>
 cudaError_t prefill(const lc_attn_params *p, const float *proj, int ldp, int T, uint16_t *kc, uint16_t *vc, float *qbuf,
-                    float *out, const lc_ctrl *ctrl, cudaStream_t st) {
+                    float *out, const lc_ctrl *ctrl, cudaStream_t st, int wg = -1) {
     if (!prefill_supported<MODE>(p) || T < 1) return cudaErrorInvalidValue;
+    if (wg < 0) wg = MODE == 3 && lc_attn_prefill_wgmma_supported(p) ? wgmma_choice() : 0;
     uint16_t *qb = reinterpret_cast<uint16_t *>(qbuf);
-    cudaError_t err = launch_prep(p, proj, ldp, T, qb, MODE & 1, kc, vc, ctrl, st);
-    if (!err) err = launch_attn<MODE>(p, qb, T, kc, vc, proj, ldp, out, ctrl, st);
-    return err;
+    cudaError_t err = launch_prep(p, proj, ldp, T, qb, wg ? 1 : MODE & 1, kc, vc, ctrl, st);
+    if (err) return err;
+    if (wg) return lc_attn_prefill_wgmma(p, qb, T, kc, vc, proj, ldp, out, ctrl, wg == 2, st);
+    return launch_attn<MODE>(p, qb, T, kc, vc, proj, ldp, out, ctrl, st);
 }
 
 } // namespace

@@ -146,10 +146,6 @@ __device__ __forceinline__ void split_f16x2(float x0, float x1, uint32_t &hi, ui
     lo = (uint32_t)__half_as_ushort(l0) | (uint32_t)__half_as_ushort(l1) << 16;
 }
 
-/* Generic-proxy shared-memory writes (st.shared, cp.async) made visible to
- * wgmma's reads, which go through the async proxy. */
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
 template <int BN>
 __device__ __forceinline__ void wgmma_f16(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc);
 template <>
@@ -470,27 +466,6 @@ __global__ void __launch_bounds__(THREADS, OCC) qgemm_h_kernel(qh_args a) {
  * barrier per group that the form above needs is gone), and the producer
  * runs STAGES groups ahead.  The group-sum planes are double-buffered by
  * tile parity and travel with each tile's first stage. */
-#ifdef LC_HAVE_WGMMA
-__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(b)), "r"(count) : "memory");
-}
-/* Returns once the phase of parity `parity` has completed. */
-__device__ __forceinline__ void mbar_wait(uint64_t *b, int parity) {
-    asm volatile("{\n.reg .pred p;\nLC_WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra LC_WAIT;\n}\n" ::"r"(smem_addr(b)),
-                 "r"(parity)
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(b)) : "memory");
-}
-/* Arrives on b when this thread's earlier cp.asyncs have landed (counted in b's init). */
-__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t *b) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(b)) : "memory");
-}
-#endif
 
 constexpr int WS_THREADS = 384;
 
