@@ -5,7 +5,13 @@
 #   pack        (here, with network) llama.cpp from the llama-cpp-python 0.3.36 sdist (vendors
 #               llama.cpp 0c1e57098, which has qwen35moe), trimmed to what llama-bench needs,
 #               -> .peer/llama.cpp.tgz; and the lilac GPU bundle (tools/gpu_bundle.sh)
-#   build       (GPU) llama-bench and libllama (shared) with CUDA for sm_90 -> .peer/llama-build/bin/
+#   buildhere   (here, no GPU: CUDA 13 toolkit, a long build on few cores, PEER_JOBS=2) what build
+#               builds, with a CPU baseline any x86-64-v3 host runs (AVX2, no AVX-512) instead of
+#               -march=native, RPATH $ORIGIN; stripped, with libgomp and llama.h/ggml.h
+#               -> .peer/llama-cuda-sm90.tgz (cuBLAS and the CUDA runtime: the GPU machine's)
+#   build       (GPU) llama-bench and libllama (shared) with CUDA for sm_90 -> .peer/llama-build/bin/;
+#               with .peer/llama-cuda-sm90.tgz, unpacks it there instead and checks that
+#               its libraries resolve (ldd), else adds the CUDA directory to LD_LIBRARY_PATH
 #   model       (GPU) lilac synth --gguf-exact (full size, or PEER_LAYERS) -> .peer/model,
 #               lilac export-gguf -> .peer/model.gguf (all Q4_0: the same codes and bytes)
 #   round N     (GPU) one round: lilac's sweep and llama-bench's, in alternating order
@@ -20,10 +26,11 @@
 #               -> .peer/results/consistency/consistency.md and .json (copied to $OUT/consistency)
 #   all         build model round 1 round 2 round 3 report consistency
 #
-# Carry .peer/llama.cpp.tgz and .gpubundle.tgz to the GPU machine; each GPU call
-# may run one or more steps (a call is limited to 10 minutes: build, model and
-# each round fit one call each; `model consistency` should fit one, estimated
-# 5-8 minutes: docs/BENCHMARKS.md).
+# Carry .peer/llama.cpp.tgz (or the prebuilt .peer/llama-cuda-sm90.tgz) and
+# .gpubundle.tgz to the GPU machine; each GPU call may run one or more steps (a
+# call is limited to 10 minutes: build, model and each round fit one call each;
+# `model consistency` should fit one, estimated 5-8 minutes: docs/BENCHMARKS.md;
+# the prebuilt build takes seconds and can share the model call).
 # Knobs: PEER_LENGTHS (default the ten 256..128K), PEER_TOKENS (decode tokens,
 # 64), PEER_LAYERS (synth layers, 0 = all; the consistency step needs >= 4, a
 # full-attention layer, for llama.cpp), PEER_LLAMA_ARGS (default "-fa 1 -ngl
@@ -33,7 +40,8 @@
 # the vocabulary, seed 1) or PEER_CONSIST_IDS=FILE (your own, whitespace-
 # separated), PEER_CONSIST_F32=1 (also llama.cpp on the --f32 export, on the
 # CPU: small PEER_LAYERS only, 4 bytes a weight), PEER_DIR (instead of .peer),
-# PEER_SYNTH_CONFIG=DIR (synth another config.json's shapes, e.g. the tiny one).
+# PEER_SYNTH_CONFIG=DIR (synth another config.json's shapes, e.g. the tiny one),
+# PEER_JOBS (buildhere's parallel jobs, 2).
 # Off the GPU machine: LILAC=./lilac (instead of the bundle) and
 # LLAMA_CPP_SRC / LLAMA_CPP_LIB (an existing llama.cpp build, as for
 # tests/cli/gguf_llama.sh, instead of the build step's), e.g. on a CPU:
@@ -57,9 +65,29 @@ lilac() {
     [ -x $B/lilac ] || tar -xzf $B.tgz
     LD_LIBRARY_PATH=$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} $B/lilac "$@"
 }
-llama_bench() { "$P"/llama-build/bin/llama-bench "$@"; }
+PREBUILT=llama-cuda-sm90
+# llama_cuda_libs: the CUDA directory (if any) that holds what the llama.cpp libraries
+# need and the loader does not find on its own (a prebuilt build on another machine);
+# nothing when they resolve, or when no directory known here makes them resolve
+llama_cuda_libs() {
+    if ! ldd "$LLAMA_LIB"/libggml-cuda.so 2>/dev/null | grep -q 'not found'; then return 0; fi
+    # shellcheck disable=SC2046 # the wheels' directories: one word each
+    for c in "${CUDA_HOME:-/usr/local/cuda}"/lib64 /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+        $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
+        if [ -e "$c/libcublas.so.13" ] &&
+            ! LD_LIBRARY_PATH=$c${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "$LLAMA_LIB"/libggml-cuda.so | grep -q 'not found'; then
+            echo "$c"
+            return 0
+        fi
+    done
+}
+llama_env() { # CMD...: with llama_cuda_libs on LD_LIBRARY_PATH when needed
+    cl=$(llama_cuda_libs)
+    if [ -n "$cl" ]; then LD_LIBRARY_PATH=$cl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; else "$@"; fi
+}
+llama_bench() { llama_env "$P"/llama-build/bin/llama-bench "$@"; }
 
-step_pack() {
+pack_llama() { # the sdist (network only when $P has none) -> $P/src/llama.cpp, trimmed -> $P/llama.cpp.tgz
     mkdir -p "$P"/src
     if [ ! -f "$P"/$SDIST.tar.gz ]; then
         pip download llama-cpp-python==0.3.36 --no-binary :all: --no-deps -d "$P"
@@ -76,18 +104,107 @@ step_pack() {
         find tools -mindepth 1 -maxdepth 1 ! -name llama-bench ! -name CMakeLists.txt -exec rm -rf {} + &&
         echo 'add_subdirectory(llama-bench)' > tools/CMakeLists.txt)
     tar -czf "$P"/llama.cpp.tgz -C "$P"/src llama.cpp
+}
+
+step_pack() {
+    pack_llama
     sh tools/gpu_bundle.sh
     du -sh "$P"/llama.cpp.tgz .gpubundle.tgz
 }
 
-step_build() {
+# llama_cmake BUILDDIR CUDA_ARCHITECTURES [cmake options]: llama-bench and libllama (shared: the consistency
+# step's tools/llama_logits links the same libllama), CUDA for sm_90 only, flash attention
+# kernels as the default build has them (GGML_CUDA_FA on, not FA_ALL_QUANTS), no BLAS, no
+# NCCL (one GPU) and no OpenSSL (nothing is downloaded), so the libraries need no more than
+# CUDA's runtime and cuBLAS
+llama_cmake() { # BUILDDIR CUDA_ARCHITECTURES [cmake options]
+    bd=$1 arch=$2
+    shift 2
     [ -d "$P"/src/llama.cpp ] || { mkdir -p "$P"/src && tar -xzf "$P"/llama.cpp.tgz -C "$P"/src; }
-    cmake -S "$P"/src/llama.cpp -B "$P"/llama-build -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-        -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-        -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_COMMON=ON -DBUILD_SHARED_LIBS=ON >"$P"/llama-cmake.log
-    # shared: the consistency step's tools/llama_logits links the same libllama
-    cmake --build "$P"/llama-build --target llama-bench llama -j"$(nproc)" >"$P"/llama-build.log
-    llama_bench --help | head -n 3
+    cmake -S "$P"/src/llama.cpp -B "$bd" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+        -DGGML_CUDA_FA=ON -DGGML_CUDA_FA_ALL_QUANTS=OFF -DGGML_CUDA_NCCL=OFF -DGGML_BLAS=OFF -DLLAMA_OPENSSL=OFF \
+        -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+        -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_COMMON=ON -DBUILD_SHARED_LIBS=ON "$@"
+}
+
+# prebuilt ($P/llama-cuda-sm90.tgz, from buildhere) or built here, into $P/llama-build
+step_build() {
+    if [ -f "$P"/$PREBUILT.tgz ]; then
+        rm -rf "$P"/llama-build "${P:?}"/$PREBUILT
+        tar -xzf "$P"/$PREBUILT.tgz -C "$P"
+        mv "$P"/$PREBUILT "$P"/llama-build
+        echo "peer: build: unpacked $P/$PREBUILT.tgz into $P/llama-build ($(head -n 1 "$P"/llama-build/BUILDINFO))"
+        if ldd "$P"/llama-build/bin/llama-bench "$P"/llama-build/bin/*.so | grep 'not found' | sort -u | grep .; then
+            cuda_libs=$(llama_cuda_libs)
+            [ -n "$cuda_libs" ] || die "build: the prebuilt llama.cpp's libraries do not resolve (above; libcuda.so.1 is the driver's), nor with any CUDA directory known here"
+            echo "peer: build: those resolve with LD_LIBRARY_PATH=$cuda_libs (set for every llama.cpp run here)"
+        fi
+    else
+        llama_cmake "$P"/llama-build 90 -DGGML_NATIVE=ON >"$P"/llama-cmake.log
+        cmake --build "$P"/llama-build --target llama-bench llama -j"$(nproc)" >"$P"/llama-build.log
+    fi
+    llama_bench --help >"$P"/llama-bench-help.txt 2>&1 || die "build: llama-bench --help failed: $(tail -n 3 "$P"/llama-bench-help.txt)"
+    grep -v '^ *-' "$P"/llama-bench-help.txt | head -n 3
+}
+
+# buildhere (no GPU needed, a long build on few cores): the build step's llama.cpp for this
+# machine's CUDA toolkit, with a CPU baseline any x86-64-v3 host runs (AVX2, FMA, F16C, BMI2;
+# no AVX-512), RPATH $ORIGIN, CUDA architecture 90-real (the same sm_90 machine code as 90,
+# without the compute_90 PTX beside it that only a newer GPU's driver would compile:
+# about 20 MB of libggml-cuda's 60); stripped, with libgomp and the headers tools/llama_logits
+# needs -> $P/llama-cuda-sm90.tgz, which the build step then unpacks instead of building
+step_buildhere() {
+    [ -f "$P"/llama.cpp.tgz ] || [ -d "$P"/src/llama.cpp ] || pack_llama
+    bd=$P/llama-build-sm90
+    t0=$(date +%s)
+    # no driver here (no libcuda.so.1): link llama-bench against the toolkit's stub, which
+    # libggml-cuda's libcuda.so.1 then resolves to at link time only (-rpath-link)
+    mkdir -p "$bd"/stubs
+    if ! ldconfig -p | grep -q 'libcuda\.so\.1 '; then
+        nvcc_dir=$(dirname "$(command -v nvcc)") || die "buildhere: no nvcc (the CUDA toolkit) on PATH"
+        for stub in "$nvcc_dir"/../lib64/stubs/libcuda.so "$nvcc_dir"/../targets/x86_64-linux/lib/stubs/libcuda.so ""; do
+            [ -z "$stub" ] || [ ! -f "$stub" ] || break
+        done
+        [ -n "$stub" ] || die "buildhere: no libcuda.so.1 and no stubs/libcuda.so next to $nvcc_dir"
+        ln -sf "$(cd "$(dirname "$stub")" && pwd)/libcuda.so" "$bd"/stubs/libcuda.so.1
+    fi
+    stubs=$(cd "$bd"/stubs && pwd)
+    # shellcheck disable=SC2016 # $ORIGIN: for the dynamic loader, not the shell
+    llama_cmake "$bd" 90-real -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+        -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF \
+        -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+        -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$stubs" \
+        -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON -DCMAKE_INSTALL_RPATH='$ORIGIN' -DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON \
+        >"$P"/llama-cmake-sm90.log
+    echo "peer: buildhere: building in $bd (log $P/llama-build-sm90.log)"
+    cmake --build "$bd" --target llama-bench llama -j"${PEER_JOBS:-2}" >"$P"/llama-build-sm90.log 2>&1 ||
+        die "buildhere: the build failed: tail $P/llama-build-sm90.log"
+    t1=$(date +%s)
+    d=$P/$PREBUILT
+    rm -rf "$d"
+    mkdir -p "$d"/bin "$d"/include "$d"/ggml/include
+    cp "$bd"/bin/llama-bench "$d"/bin/
+    # the libraries with their soname links (cp -P keeps a link a link)
+    for f in "$bd"/bin/lib*.so*; do cp -P "$f" "$d"/bin/; done
+    gomp=$(ldd "$bd"/bin/libggml-cpu.so | awk '/libgomp/ {print $3}')
+    if [ -n "$gomp" ]; then cp -L "$gomp" "$d"/bin/; fi
+    find "$d"/bin -type f -exec strip --strip-unneeded {} +
+    cp "$P"/src/llama.cpp/include/*.h "$d"/include/
+    cp "$P"/src/llama.cpp/ggml/include/*.h "$d"/ggml/include/
+    {
+        echo "llama.cpp 0c1e57098 (llama-cpp-python 0.3.36), CUDA sm_90, built $(date -u '+%Y-%m-%d %H:%M UTC'), this run's build $((t1 - t0)) s (less when $bd held objects)"
+        echo "built on: $(uname -srm), $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) cores, -j${PEER_JOBS:-2}"
+        echo "nvcc: $(nvcc --version | tail -n 1); cc: $(cc --version | head -n 1)"
+        echo "glibc: $(ldd --version | head -n 1)"
+        grep -E '^(CMAKE_BUILD_TYPE|CMAKE_CUDA_ARCHITECTURES|BUILD_SHARED_LIBS|GGML_NATIVE|GGML_CUDA|GGML_CUDA_FA|GGML_CUDA_FA_ALL_QUANTS|GGML_CUDA_NCCL|GGML_BLAS|GGML_OPENMP|GGML_AVX|GGML_AVX2|GGML_AVX512|GGML_FMA|GGML_F16C|GGML_BMI2|CMAKE_INSTALL_RPATH):' \
+            "$bd"/CMakeCache.txt
+        echo "needs (ldd here; libgomp is carried):"
+        ldd "$d"/bin/llama-bench "$d"/bin/libggml-cuda.so | awk '/=>/ {sub(/ \(0x[0-9a-f]*\)$/, ""); print " " $0}' | sort -u
+    } >"$d"/BUILDINFO
+    tar -czf "$P"/$PREBUILT.tgz -C "$P" $PREBUILT
+    cat "$d"/BUILDINFO
+    du -sh "$d" "$P"/$PREBUILT.tgz
+    rm -rf "$d"
 }
 
 step_model() {
@@ -152,11 +269,16 @@ step_report() {
 }
 
 # consistency: every engine's logits of the same ids, against lilac's fp32 CPU backend
-build_llama_logits() { # -> $P/llama_logits, against $LLAMA_SRC / $LLAMA_LIB
-    if ! { [ -f "$LLAMA_SRC/include/llama.h" ] && [ -e "$LLAMA_LIB/libllama.so" ]; }; then
-        die "no llama.cpp build at LLAMA_CPP_SRC=$LLAMA_SRC, LLAMA_CPP_LIB=$LLAMA_LIB (run the build step, or set both)"
+build_llama_logits() { # -> $P/llama_logits, against $LLAMA_SRC (or the prebuilt's headers) / $LLAMA_LIB
+    src=$LLAMA_SRC
+    # the prebuilt build (build step, from $P/llama-cuda-sm90.tgz) carries the headers itself
+    if [ -z "${LLAMA_CPP_SRC:-}" ] && [ ! -f "$src/include/llama.h" ] && [ -f "$P/llama-build/include/llama.h" ]; then
+        src=$P/llama-build
     fi
-    cc -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -I "$LLAMA_SRC/include" -I "$LLAMA_SRC/ggml/include" \
+    if ! { [ -f "$src/include/llama.h" ] && [ -e "$LLAMA_LIB/libllama.so" ]; }; then
+        die "no llama.cpp build at LLAMA_CPP_SRC=$src, LLAMA_CPP_LIB=$LLAMA_LIB (run the build step, or set both)"
+    fi
+    cc -std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -I "$src/include" -I "$src/ggml/include" \
         tools/llama_logits.c -o "$P"/llama_logits -L "$LLAMA_LIB" -lllama -lggml -lggml-base \
         -Wl,-rpath,"$(cd "$LLAMA_LIB" && pwd)" || die "tools/llama_logits.c does not build against $LLAMA_LIB"
 }
@@ -199,6 +321,12 @@ step_consistency() {
     n=$(wc -l <"$CD/ids.txt" | tr -d ' ')
     [ "$n" -ge 2 ] || die "consistency: $n ids; need at least 2"
     [ "$n" -ge 192 ] || echo "peer: consistency: note: $n positions, fewer than the issue's 192"
+    # a prebuilt llama.cpp may need the CUDA directory on the loader's path (for the link too)
+    cl=$(llama_cuda_libs)
+    if [ -n "$cl" ]; then
+        LD_LIBRARY_PATH=$cl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        export LD_LIBRARY_PATH
+    fi
     build_llama_logits
     layers=$(python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); print(c.get("text_config", c)["num_hidden_layers"])' \
         "$P"/model/config.json)
@@ -267,6 +395,7 @@ while [ $# -gt 0 ]; do
     case $s in
     pack) step_pack ;;
     build) step_build ;;
+    buildhere) step_buildhere ;;
     model) step_model ;;
     round) [ $# -gt 0 ] || { echo "peer.sh: round N" >&2; exit 2; }; step_round "$1"; shift ;;
     report) step_report ;;
