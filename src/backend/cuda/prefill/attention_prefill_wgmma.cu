@@ -63,6 +63,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/prefill/attention_math.cuh"
 
 #ifdef LC_WGMMA_WATCHDOG
 /* set by the first watchdog that fires (outside LC_HAVE_WGMMA and the anonymous
@@ -108,20 +109,6 @@ static_assert(SMEM <= 227 * 1024, "more shared memory than sm_90 opts in to");
 constexpr int BAR_Q = 1;                /* + wg: its Q has landed (128 threads) */
 constexpr int BAR_PP = 3;               /* + wg: warpgroup wg may issue its GEMMs (256 threads) */
 
-/* bf16x2 of (x0, x1), x0 in the low half (the lower k index), round to nearest even */
-__device__ __forceinline__ uint32_t pack_bf16(float x0, float x1) {
-    uint32_t d;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(x1), "f"(x0));
-    return d;
-}
-/* 2^x, flushing subnormal results to 0 (weights below 2^-126 of the row maximum) */
-__device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-__device__ __forceinline__ float bf_lo(uint32_t u) { return __uint_as_float(u << 16); }
-__device__ __forceinline__ float bf_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
 
 #ifdef LC_WGMMA_WATCHDOG
 /* where a warp last blocked: what << 28 | arg << 24 | step (the half-tile or tile) */
