@@ -5,7 +5,8 @@
 # first chat again (restored from RAM: all its prompt reused); the log's
 # last line gives the times.  WORDS sets the prompt length (700: about 4K
 # tokens; 1300: about 8K).  LILAC, LILAC_FLAGS, MODEL and CTX choose the
-# binary, its global flags, the model and the context (the GPU run:
+# binary, its global flags, the model and the context, CACHE_RAM the tier's
+# bound (default 1G) (the GPU run:
 # bench/kernels/run_session.sh gpucache).  Run from the repository root.
 set -e
 D=$(mktemp -d /tmp/rambench.XXXXXX)
@@ -15,7 +16,7 @@ body() {
 }
 A=$(body first)
 B=$(body second)
-${LILAC:-./lilac} ${LILAC_FLAGS:---threads 2} serve --model ${MODEL:-tests/fixtures/tiny} --port $P --ctx ${CTX:-8192} --slots 1 --cache-ram 1G > $D/log 2>&1 &
+${LILAC:-./lilac} ${LILAC_FLAGS:---threads 2} serve --model ${MODEL:-tests/fixtures/tiny} --port $P --ctx ${CTX:-8192} --slots 1 --cache-ram ${CACHE_RAM:-1G} > $D/log 2>&1 &
 pid=$!
 until grep -q listening $D/log; do sleep 0.1; done
 ask() {

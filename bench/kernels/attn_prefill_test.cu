@@ -398,7 +398,7 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s, %d SMs, %zu KB smem/block opt-in; default MODE %d; LILAC_ATTN_PREFILL=%s\n", prop.name,
            prop.multiProcessorCount, prop.sharedMemPerBlockOptin / 1024, LC_ATTN_PREFILL_MODE,
-           getenv("LILAC_ATTN_PREFILL") ? getenv("LILAC_ATTN_PREFILL") : "(unset: fa2)");
+           getenv("LILAC_ATTN_PREFILL") ? getenv("LILAC_ATTN_PREFILL") : "(unset: fa3np)");
 
     Host hp;
     hp.qn.resize(HDIM), hp.kn.resize(HDIM), hp.inv.resize(RD / 2);

@@ -107,7 +107,7 @@ for l in a:
         [ -f /tmp/full/config.json ] || { $B/lilac synth --out /tmp/full --quiet && python3 tools/make_synthetic_tokenizer.py tests/fixtures/tokenizer/qwen3 /tmp/full > /dev/null; }
         for w in ${WORDS_LIST:-700 5600}; do
             echo "words $w, restart:"; WORDS=$w LILAC=$B/lilac LILAC_FLAGS="--backend cuda" MODEL=/tmp/full CTX=40000 timeout 240 sh tools/cache_restart_bench.sh 2>&1 | tee -a "$OUT/gpucache.txt"
-            echo "words $w, RAM tier:"; WORDS=$w LILAC=$B/lilac LILAC_FLAGS="--backend cuda" MODEL=/tmp/full CTX=40000 timeout 240 sh tools/cache_ram_bench.sh 2>&1 | tee -a "$OUT/gpucache.txt"
+            echo "words $w, RAM tier:"; WORDS=$w LILAC=$B/lilac LILAC_FLAGS="--backend cuda" MODEL=/tmp/full CTX=40000 CACHE_RAM=8G timeout 240 sh tools/cache_ram_bench.sh 2>&1 | tee -a "$OUT/gpucache.txt"
         done ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
     gemvab) for k in auto engine; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 150 $B/lilac bench --synthetic --decode 4096 -n 256 2>&1 | tee "$OUT/bench_4k_gemv_$k.txt"; done ;;

@@ -98,6 +98,10 @@ cudaError_t lc_pack(const float *x, int ldx, int T, int C, const float *norm_w, 
 /* The same rows packed into p and q in one pass (e.g. bf16 and fp16). */
 cudaError_t lc_pack2(const float *x, int ldx, int T, int C, const float *norm_w, float eps, const lc_xpack *p,
                      const lc_xpack *q, cudaStream_t st);
+/* lc_pack (into p, and q when not NULL) plus y[t * ldy] = the fp32 dot of
+ * the normalised row t with row 0 of g (4- or 8-bit, g->cols == C). */
+cudaError_t lc_pack_dot(const float *x, int ldx, int T, int C, const float *norm_w, float eps, const lc_xpack *p,
+                        const lc_xpack *q, const lc_qmat *g, float *y, int ldy, cudaStream_t st);
 /* Y[t, r] (+)= sum_c X[t, c] W[r, c] on tensor cores, X packed (lc_pack);
  * W 4- or 8-bit, cols a multiple of 64 (lc_qgemm_supported). */
 int lc_qgemm_supported(const lc_qmat *W);

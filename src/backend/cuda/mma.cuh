@@ -286,10 +286,36 @@ __device__ __forceinline__ void mbar_wait_watchdog(uint64_t *b, int parity, F &&
 __device__ __forceinline__ void mbar_arrive(uint64_t *b) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"((uint32_t)__cvta_generic_to_shared(b)) : "memory");
 }
-/* Arrives on b when this thread's earlier cp.asyncs have landed (counted in b's init). */
+/* A warp's release of b once its lanes' reads are done: lane 0 arrives after
+ * a __syncwarp (b counts LC_WARP_ARRIVALS = 1 per warp).  -DLC_VISIBLE_HANDOFF
+ * has every lane arrive instead (32 per warp), which compute-sanitizer's
+ * racecheck follows; it does not see the __syncwarp's ordering. */
+#ifdef LC_VISIBLE_HANDOFF
+#define LC_WARP_ARRIVALS 32
+#else
+#define LC_WARP_ARRIVALS 1
+#endif
+__device__ __forceinline__ void mbar_arrive_warp(uint64_t *b) {
+#ifdef LC_VISIBLE_HANDOFF
+    mbar_arrive(b);
+#else
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) mbar_arrive(b);
+#endif
+}
+/* Arrives on b when this thread's earlier cp.asyncs have landed (counted in b's init).
+ * -DLC_VISIBLE_HANDOFF waits for them and arrives plainly instead (slower: the
+ * copies no longer overlap the next stage's issue), a handoff that
+ * compute-sanitizer's racecheck can follow, to tell its reports on the
+ * copy-tracking arrive from real races. */
 __device__ __forceinline__ void cp_async_mbar_arrive(uint64_t *b) {
+#ifdef LC_VISIBLE_HANDOFF
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    mbar_arrive(b);
+#else
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"((uint32_t)__cvta_generic_to_shared(b))
                  : "memory");
+#endif
 }
 #endif
 /* Named barrier id (1..15; 0 is __syncthreads) over n threads: sync waits,

@@ -498,16 +498,15 @@ int prefill_supported(const lc_attn_params *p) {
     return p->H == R * p->Hkv && p->hd == HD && p->rd <= p->hd && p->rd % 2 == 0 && slots_that_fit<MODE>() > 0;
 }
 
-/* LILAC_ATTN_PREFILL: 0 = fa2 (this file's kernel, the default), 1 = fa3np, 2 = fa3.
- * On the H200 (2026-12-01) the wgmma kernel measured 1.3-1.4x this one (fa3np
- * 0.603 against 0.807 ms at pos 0 with 4,096 tokens) and passed the real-width
- * engine tests (fa3); it becomes the default once the whole GPU suite and
- * compute-sanitizer have run on it. */
+/* LILAC_ATTN_PREFILL: fa2 = 0 (this file's mma.sync kernel), fa3np = 1 (the
+ * wgmma kernel, the default), fa3 = 2 (the wgmma kernel with ping-pong).  On
+ * the H200 (2026-12-01) fa3np measured 0.603 against fa2's 0.807 ms at pos 0
+ * with 4,096 tokens, 6.735 against 9.339 at pos 28,672 (fa3 0.618 / 6.967). */
 int wgmma_choice() {
     static int v = -1;
     if (v < 0) {
         const char *s = getenv("LILAC_ATTN_PREFILL");
-        v = s && !strcmp(s, "fa3") ? 2 : s && !strcmp(s, "fa3np") ? 1 : 0;
+        v = s && !strcmp(s, "fa2") ? 0 : s && !strcmp(s, "fa3") ? 2 : 1;
     }
     return v;
 }

@@ -3,7 +3,8 @@
  * inputs (the prep's bf16 q hi + lo, pre-scaled to log2 units), same output
  * (O / l times the sigmoid gate), same precision class as MODE 3 there (Q
  * and P split into bf16 hi + lo: four MMAs per product, ~2^-16 relative).
- * Chosen by LILAC_ATTN_PREFILL=fa3 (attention_prefill.cu).
+ * The default on sm_90a; LILAC_ATTN_PREFILL=fa2 restores the mma.sync kernel
+ * (attention_prefill.cu).
  *
  * A block is one (16 tokens, kv head): the 8 query heads of the kv head are
  * packed with the tokens into 128 rows (row = 8 token + head), as in the
@@ -174,7 +175,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int nkeys = pos + min(t0 + TOK, T); /* keys visible to the block's last token */
     const int ntiles = (nkeys + BN - 1) / BN;
     if (tid == 0) {
-        for (int s = 0; s < NSLOT; s++) mbar_init(&full[s], 128), mbar_init(&empty[s], 8);
+        for (int s = 0; s < NSLOT; s++) mbar_init(&full[s], 128), mbar_init(&empty[s], 8 * LC_WARP_ARRIVALS);
     }
     __syncthreads();
 
@@ -283,8 +284,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     };
     /* the slot of half-tile h is free once this warp's wgmmas that read it are done */
     auto release = [&](int h) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&empty[h % NSLOT]);
+        mbar_arrive_warp(&empty[h % NSLOT]);
     };
     auto fence_regs = [&]() {
 #pragma unroll

@@ -506,7 +506,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1) qgemm_hws_kernel(qh_args a) {
     const int NB16 = (NG + 15) / 16;
     const int tid = threadIdx.x;
     if (tid == 0) {
-        for (int s = 0; s < STAGES; s++) mbar_init(&full[s], PT), mbar_init(&empty[s], 8);
+        for (int s = 0; s < STAGES; s++) mbar_init(&full[s], PT), mbar_init(&empty[s], 8 * LC_WARP_ARRIVALS);
     }
     __syncthreads();
 
@@ -649,10 +649,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1) qgemm_hws_kernel(qh_args a) {
             wgmma_commit();
             wgmma_wait<1>();
             /* the previous stage's wgmmas (this warp's share) are done: release it */
-            if (step > 0) {
-                __syncwarp();
-                if (lane == 0) mbar_arrive(&empty[(step - 1) % STAGES]);
-            }
+            if (step > 0) mbar_arrive_warp(&empty[(step - 1) % STAGES]);
             step++;
         };
         /* the bias term, on this tile's group-sum planes (they came with its first stage) */

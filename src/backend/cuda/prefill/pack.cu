@@ -2,7 +2,9 @@
  * (lc_xpack, cuda_ops.h): bf16 hi + lo (+ lo2), or fp16 hi + lo of x * xs
  * (f16), 16-column blocks permuted into the fragment order, per-64 group
  * sums; the input RMSNorm optionally fused.  One pass can fill two packs of
- * the same rows (the router's bf16 and the experts' fp16). */
+ * the same rows (the router's bf16 and the experts' fp16) and take the dot
+ * of each normalised row with one quantised weight row (the shared-expert
+ * gate, the router's last row: as a GEMM row it cost a third tile). */
 #include "backend/cuda/common.cuh"
 
 #include <cuda_fp16.h>
@@ -60,6 +62,23 @@ __device__ __forceinline__ void put_block(const lc_xpack &p, int t, int b, const
     }
 }
 
+/* sum over the 16 columns of block b of v[i] * W[0, b*16 + i] (W 4- or 8-bit,
+ * affine per 64): s * sum(v q) + bias * sum(v), the group's terms in fp32. */
+__device__ __forceinline__ float dot16(const lc_qmat &g, int b, const float (&v)[16]) {
+    const int bits = g.bits, per = 32 / bits;
+    const uint32_t mask = (1u << bits) - 1;
+    const uint32_t *w = g.w + (size_t)b * 16 * bits / 32;
+    float qv = 0.0f, sv = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        const uint32_t q = (w[i / per] >> (bits * (i % per))) & mask;
+        qv = fmaf(v[i], (float)q, qv);
+        sv += v[i];
+    }
+    const int grp = b * 16 / LC_GROUP;
+    return bf16_to_f32(g.s[grp]) * qv + bf16_to_f32(g.b[grp]) * sv;
+}
+
 __device__ __forceinline__ void load16(const float *row, int b, float (&v)[16]) {
 #pragma unroll
     for (int i = 0; i < 16; i += 4) {
@@ -69,7 +88,8 @@ __device__ __forceinline__ void load16(const float *row, int b, float (&v)[16]) 
 }
 
 __global__ void __launch_bounds__(256) pack_kernel(const float *__restrict__ x, int ldx, int C, const float *__restrict__ nw,
-                                                   float eps, lc_xpack p, lc_xpack q) {
+                                                   float eps, lc_xpack p, lc_xpack q, lc_qmat g, float *__restrict__ gy,
+                                                   int gld) {
     __shared__ float scratch[32];
     const int t = blockIdx.x, nb = C / 16;
     const float *row = x + (size_t)t * ldx;
@@ -96,6 +116,10 @@ __global__ void __launch_bounds__(256) pack_kernel(const float *__restrict__ x, 
         }
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (gy) {
+            const float d = block_sum(on ? dot16(g, b, v) : 0.0f, scratch);
+            if (threadIdx.x == 0) gy[(size_t)t * gld] = d;
+        }
         if (!on) return;
         put_block(p, t, b, v, sum);
         if (q.hi) put_block(q, t, b, v, sum);
@@ -112,6 +136,7 @@ __global__ void __launch_bounds__(256) pack_kernel(const float *__restrict__ x, 
     }
     /* blocks are walked in rounds of blockDim.x so the 4 blocks of a group
      * sit in 4 adjacent lanes (C is a multiple of 64) */
+    float dot = 0.0f;
     for (int b0 = 0; b0 < nb; b0 += blockDim.x) {
         const int b = b0 + threadIdx.x;
         const bool on = b < nb;
@@ -127,8 +152,13 @@ __global__ void __launch_bounds__(256) pack_kernel(const float *__restrict__ x, 
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
         if (!on) continue;
+        if (gy) dot += dot16(g, b, v);
         put_block(p, t, b, v, sum);
         if (q.hi) put_block(q, t, b, v, sum);
+    }
+    if (gy) {
+        dot = block_sum(dot, scratch);
+        if (threadIdx.x == 0) gy[(size_t)t * gld] = dot;
     }
 }
 
@@ -144,13 +174,23 @@ extern "C" cudaError_t lc_pack(const float *x, int ldx, int T, int C, const floa
                                cudaStream_t st) {
     if (C % 64 || ldx % 4 || C > p->ld || T <= 0) return cudaErrorInvalidValue;
     const lc_xpack none = {};
-    pack_kernel<<<T, pack_threads(C), 0, st>>>(x, ldx, C, norm_w, eps, *p, none);
+    pack_kernel<<<T, pack_threads(C), 0, st>>>(x, ldx, C, norm_w, eps, *p, none, lc_qmat{}, nullptr, 0);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t lc_pack2(const float *x, int ldx, int T, int C, const float *norm_w, float eps, const lc_xpack *p,
                                 const lc_xpack *q, cudaStream_t st) {
     if (C % 64 || ldx % 4 || C > p->ld || C > q->ld || T <= 0) return cudaErrorInvalidValue;
-    pack_kernel<<<T, pack_threads(C), 0, st>>>(x, ldx, C, norm_w, eps, *p, *q);
+    pack_kernel<<<T, pack_threads(C), 0, st>>>(x, ldx, C, norm_w, eps, *p, *q, lc_qmat{}, nullptr, 0);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t lc_pack_dot(const float *x, int ldx, int T, int C, const float *norm_w, float eps, const lc_xpack *p,
+                                   const lc_xpack *q, const lc_qmat *g, float *y, int ldy, cudaStream_t st) {
+    if (C % 64 || ldx % 4 || C > p->ld || (q && C > q->ld) || T <= 0 || g->cols != C || g->rows < 1 ||
+        (g->bits != 4 && g->bits != 8))
+        return cudaErrorInvalidValue;
+    const lc_xpack none = {};
+    pack_kernel<<<T, pack_threads(C), 0, st>>>(x, ldx, C, norm_w, eps, *p, q ? *q : none, *g, y, ldy);
     return cudaGetLastError();
 }
