@@ -39,13 +39,18 @@ static int32_t *random_ids(int n, int vocab, uint64_t x) {
 
 /* One prompt of n random ids into a fresh session: prefill seconds, and the
  * time to the first generated token. */
-static lilac_status one(lilac_engine *eng, const int32_t *ids, int n, double *prefill_s, double *ttft_s, lilac_error *e) {
+static lilac_status one(lilac_engine *eng, const int32_t *ids, int n, double *prefill_s, double *ttft_s, double *dev_used,
+                        lilac_error *e) {
     lilac_session *s = NULL;
     lilac_status st = lilac_session_new(eng, n + 8, &s, e);
     if (st) return st;
     double t0 = now_s(), t_first = 0;
     st = lilac_session_feed(s, ids, n, NULL, 0, e);
     *prefill_s = now_s() - t0;
+    /* the backend allocates its prefill scratch once, so what is in use now
+     * (weights, scratch, this session) is the peak of this prompt */
+    size_t used = 0, total = 0;
+    *dev_used = lilac_engine_device_memory(eng, &used, &total) == LILAC_OK ? (double)used : 0;
     *ttft_s = 0;
     if (!st) {
         lilac_gen_params p = {0};
@@ -71,8 +76,8 @@ lilac_status bench_prefill(lilac_engine *eng, const int *lens, int nlen, int rep
     int32_t *ids = random_ids(max, info.vocab_size, 42);
     if (!ids) return lilac_fail(e, LILAC_ENOMEM, "prefill ids: %d tokens", max);
     /* an untimed prompt first (first-use costs) */
-    double ws, wt;
-    lilac_status st = one(eng, ids, max < 256 ? max : 256, &ws, &wt, e);
+    double ws, wt, wm;
+    lilac_status st = one(eng, ids, max < 256 ? max : 256, &ws, &wt, &wm, e);
     for (int i = 0; i < nlen && !st; i++) {
         bench_prefill_result *r = &res[i];
         memset(r, 0, sizeof *r);
@@ -81,7 +86,9 @@ lilac_status bench_prefill(lilac_engine *eng, const int *lens, int nlen, int rep
         for (int k = 0; k < repeats && !st; k++) {
             /* the kernel-class split of the first run only: profiling costs time */
             const int profiled = k == 0 && lilac_engine_prefill_profile(eng, 1, NULL, e) == LILAC_OK;
-            st = one(eng, ids, lens[i], &r->run_prefill_s[k], &r->run_ttft_s[k], e);
+            double used = 0;
+            st = one(eng, ids, lens[i], &r->run_prefill_s[k], &r->run_ttft_s[k], &used, e);
+            if (used > r->dev_used_bytes) r->dev_used_bytes = used;
             if (profiled && lilac_engine_prefill_profile(eng, 0, &r->prof, e) == LILAC_OK) r->have_prof = 1;
             if (st) break;
             tps[k] = lens[i] / r->run_prefill_s[k];

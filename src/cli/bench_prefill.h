@@ -16,6 +16,7 @@ typedef struct {
     double prefill_s, ttft_s;                /* medians */
     int have_prof;
     lilac_profile prof; /* ms per kernel class over the first run's chunks */
+    double dev_used_bytes; /* device memory in use with the prompt's session alive (0: not reported) */
 } bench_prefill_result;
 
 typedef struct {

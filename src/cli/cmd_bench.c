@@ -205,11 +205,19 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
     if (np) printf("; prefill: chunks of %d, random ids", info.chunk);
     printf("\n");
     if (np) {
-        printf("\n## Prefill\n\n| prompt tokens | tokens/s | min | max | TTFT s | min | max |\n"
-               "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-        for (int i = 0; i < np; i++)
-            printf("| %d | %.0f | %.0f | %.0f | %.4f | %.4f | %.4f |\n", pre[i].tokens, pre[i].tps.median, pre[i].tps.min,
+        const int mem = pre[0].dev_used_bytes > 0;
+        printf("\n## Prefill\n\n| prompt tokens | tokens/s | min | max | TTFT s | min | max |%s\n"
+               "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |%s\n",
+               mem ? " device memory GB |" : "", mem ? " ---: |" : "");
+        for (int i = 0; i < np; i++) {
+            printf("| %d | %.0f | %.0f | %.0f | %.4f | %.4f | %.4f |", pre[i].tokens, pre[i].tps.median, pre[i].tps.min,
                    pre[i].tps.max, pre[i].ttft.median, pre[i].ttft.min, pre[i].ttft.max);
+            if (mem) printf(" %.2f |", pre[i].dev_used_bytes / 1e9);
+            printf("\n");
+        }
+        if (mem)
+            printf("\n(device memory: in use with the prompt's session alive, weights and the one-chunk prefill scratch "
+                   "included: its growth with the prompt is the session's KV)\n");
         if (pre[0].have_prof) {
             /* expert FLOPs per token: (routed + shared) x (gate, up, down) x I x D x 2 */
             const double ex_flop = 2.0 * (info.n_experts_per_tok + 1) * 3 * info.moe_inter * info.hidden * info.n_layers;
@@ -275,6 +283,7 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
                                   runs_json(pre[i].run_prefill_s, pre[i].runs), "ttft_s_runs",
                                   runs_json(pre[i].run_ttft_s, pre[i].runs));
             if (pre[i].have_prof) json_object_set_new(x, "classes_ms", classes_json(&pre[i].prof));
+            if (pre[i].dev_used_bytes > 0) json_object_set_new(x, "device_memory_bytes", json_real(pre[i].dev_used_bytes));
             json_array_append_new(pa, x);
         }
         json_object_set_new(root, "prefill", json_pack("{s:i, s:o}", "chunk", info.chunk, "results", pa));
