@@ -74,12 +74,20 @@ def main():
 
     lines = ["# lilac vs llama.cpp", ""]
     le, ll = env["lilac"] or {}, env["llama"] or {}
+    build = f"build {ll.get('build_commit', '?')} ({ll.get('build_number', '?')})"
+    # a prebuilt llama.cpp (bench/peer.sh buildhere) has no git metadata: llama-bench says
+    # "unknown"; its BUILDINFO (beside the results, in the build step's directory) says what it is
+    info = os.path.join(root, "..", "llama-build", "BUILDINFO")
+    if ll.get("build_commit") in (None, "unknown") and os.path.exists(info):
+        with open(info) as f:
+            build = f.readline().strip().split(", this run's")[0] + " (llama-bench reports build unknown: prebuilt without git metadata)"
+
     dev = le.get("device", {})
     lines += [f"- date: {le.get('date', '?')}; {len(rounds)} rounds, the median of the rounds per cell",
               f"- GPU: {dev.get('name', '?')}, driver {dev.get('driver', '?')}, SM clock {dev.get('sm_clock_mhz_start', '?')} MHz"
               f" at the start (max {dev.get('sm_clock_mhz_max', '?')})",
               f"- lilac: commit {le.get('commit', '?')}",
-              f"- llama.cpp: build {ll.get('build_commit', '?')} ({ll.get('build_number', '?')}), backends {ll.get('backends', '?')},"
+              f"- llama.cpp: {build}, backends {ll.get('backends', '?')},"
               f" flash_attn {ll.get('flash_attn', '?')}, n_gpu_layers {ll.get('n_gpu_layers', '?')},"
               f" batch {ll.get('n_batch', '?')}/{ll.get('n_ubatch', '?')}, K/V {ll.get('type_k', '?')}/{ll.get('type_v', '?')}", ""]
     for phase, unit in (("prefill", "prompt tokens"), ("decode", "context")):
