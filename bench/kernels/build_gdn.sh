@@ -7,4 +7,4 @@ mkdir -p build/kernels
 nvcc -O3 -std=c++17 -arch=sm_90a -Isrc -Iinclude -lineinfo $EXTRA \
     bench/kernels/gdn_chunk_test.cu src/backend/cuda/prefill/gdn_chunk.cu src/backend/cuda/decode/gdn_step.cu \
     -o build/kernels/gdn_chunk_test
-echo "built build/kernels/gdn_chunk_test (run: build/kernels/gdn_chunk_test [--no-timing]; under compute-sanitizer use --no-timing)"
+echo "built build/kernels/gdn_chunk_test (run: build/kernels/gdn_chunk_test [--no-timing | --small]; under racecheck use --small)"

@@ -223,15 +223,20 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
             const double ex_flop = 2.0 * (info.n_experts_per_tok + 1) * 3 * info.moe_inter * info.hidden * info.n_layers;
             printf("\nPrefill time by kernel class (ms, first run):\n\n| prompt tokens |");
             for (int k = 0; k < pre[0].prof.nclass; k++) printf(" %s |", pre[0].prof.class_name[k]);
-            printf(" experts TFLOP/s |\n| ---: |");
-            for (int k = 0; k <= pre[0].prof.nclass; k++) printf(" ---: |");
+            /* the bf16 dense GEMM rate measured on the H200 (../shared/spec/kernel-notes.md):
+             * the experts' ceiling, where the device is one */
+            const double peak = strstr(info.device, "H200") ? 790.0 : 0.0;
+            printf(" experts TFLOP/s |%s\n| ---: |", peak > 0 ? " of the bf16 peak (790) |" : "");
+            for (int k = 0; k <= pre[0].prof.nclass + (peak > 0); k++) printf(" ---: |");
             printf("\n");
             for (int i = 0; i < np; i++) {
                 if (!pre[i].have_prof) continue;
                 printf("| %d |", pre[i].tokens);
                 for (int k = 0; k < pre[i].prof.nclass; k++) printf(" %.1f |", pre[i].prof.class_ms[k]);
-                const double ms = pre[i].prof.class_ms[0];
-                printf(" %.0f |\n", ms > 0 ? ex_flop * pre[i].tokens / (ms * 1e-3) / 1e12 : 0.0);
+                const double ms = pre[i].prof.class_ms[0], tf = ms > 0 ? ex_flop * pre[i].tokens / (ms * 1e-3) / 1e12 : 0.0;
+                printf(" %.0f |", tf);
+                if (peak > 0) printf(" %.0f%% |", 100.0 * tf / peak);
+                printf("\n");
             }
         }
     }
