@@ -9,42 +9,16 @@
 #include <string.h>
 
 #include "check.h"
+#include "fake_constraint.h"
 #include "session_fed.h"
 #include "lilac.h"
 #include "text/grammar.h"
 
 #define TINY "tests/fixtures/tiny"
-#define V 512
-#define W ((V + 31) / 32)
+#define V FAKE_VOCAB
 
 static lilac_engine *eng;
 static const int32_t PROMPT[] = {10, 20, 30, 40, 50};
-
-typedef struct {
-    int calls, none_after, fail_at;
-    int n;
-    int32_t seen[256];
-    int bad; /* an id outside the allowed set was accepted */
-} fake;
-
-/* Allows the multiples of 3 below 300. */
-static int allowed(int32_t id) { return id % 3 == 0 && id < 300; }
-
-static int f_mask(void *ctx, uint32_t *bits) {
-    fake *f = ctx;
-    if (f->calls++ == f->fail_at) return LILAC_MASK_ERROR;
-    if (f->none_after >= 0 && f->n >= f->none_after) return LILAC_MASK_NONE;
-    memset(bits, 0, W * sizeof *bits);
-    for (int i = 0; i < V; i++)
-        if (allowed(i)) bits[i >> 5] |= 1u << (i & 31);
-    return LILAC_MASK_SOME;
-}
-
-static int f_accept(void *ctx, int32_t id) {
-    fake *f = ctx;
-    if (f->n < 256) f->seen[f->n++] = id;
-    return 0;
-}
 
 static lilac_session *fed(void) { return session_fed(eng, 512, PROMPT, 5); }
 
@@ -64,7 +38,7 @@ static void test_mask_applies(void) {
     for (int sampled = 0; sampled < 2; sampled++) {
         lilac_session *s = fed();
         if (!s) return;
-        fake f = {0, -1, -1, 0, {0}, 0};
+        fake f = fake_new();
         lilac_constraint c = {f_mask, f_accept, &f};
         lilac_gen_params p = {0};
         p.max_tokens = 40;
@@ -107,7 +81,8 @@ static void test_mask_applies(void) {
 static void test_none_and_error(void) {
     lilac_session *s = fed();
     if (!s) return;
-    fake f = {0, 5, -1, 0, {0}, 0};
+    fake f = fake_new();
+    f.none_after = 5;
     lilac_constraint c = {f_mask, f_accept, &f};
     lilac_gen_params p = {0};
     p.max_tokens = 40;
@@ -122,7 +97,8 @@ static void test_none_and_error(void) {
     CHECK(lilac_session_len(s) == 5 + 4, "the state holds the prompt and all but the last token (%d)", lilac_session_len(s));
     lilac_session_free(s);
     s = fed();
-    fake f2 = {0, -1, 3, 0, {0}, 0};
+    fake f2 = fake_new();
+    f2.fail_at = 3;
     c.ctx = &f2;
     st = lilac_session_generate(s, &p, collect, &g, &n, &why, &e);
     CHECK(st == LILAC_EINVAL && strstr(e.msg, "constrained decoding"), "a failing constraint fails generation: %s", e.msg);
@@ -133,7 +109,7 @@ static void test_budget_forced_tokens(void) {
     lilac_session *s = fed();
     if (!s) return;
     static const int32_t close_seq[] = {9, 504, 12}; /* stand for "\n", "</think>", "\n\n": multiples of 3 */
-    fake f = {0, -1, -1, 0, {0}, 0};
+    fake f = fake_new();
     lilac_constraint c = {f_mask, f_accept, &f};
     lilac_gen_params p = {0};
     p.max_tokens = 20;
@@ -164,7 +140,7 @@ static void test_mask_knob(void) {
     for (int host = 0; host < 2; host++) {
         lilac_session *s = fed();
         if (!s) return;
-        fake f = {0, -1, -1, 0, {0}, 0};
+        fake f = fake_new();
         lilac_constraint c = {f_mask, f_accept, &f};
         lilac_gen_params p = {0};
         p.max_tokens = 30;

@@ -25,14 +25,15 @@
 #include <time.h>
 
 #include "check.h"
+#include "fake_constraint.h"
 #include "lilac.h"
 #include "text/grammar.h"
 #include "text/tokenizer.h"
 
 #define TINY "tests/fixtures/tiny"
-#define V 512
-#define W ((V + 31) / 32)
-#define MAXN 256
+#define V FAKE_VOCAB
+#define W FAKE_WORDS
+#define MAXN FAKE_MAXN
 
 static lilac_engine *gpu, *cpu;
 static lilac_tokenizer *tok;
@@ -47,40 +48,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ---- a fake constraint ------------------------------------------------------ */
-
-typedef struct {
-    int calls, none_after, fail_at, refuse_at;
-    int n;
-    int32_t seen[MAXN];
-} fake;
-
-static int allowed(int32_t id) { return id % 3 == 0 && id < 300; }
-
-static int f_mask(void *ctx, uint32_t *bits) {
-    fake *f = ctx;
-    if (f->calls++ == f->fail_at) return LILAC_MASK_ERROR;
-    if (f->none_after >= 0 && f->n >= f->none_after) return LILAC_MASK_NONE;
-    memset(bits, 0, W * sizeof *bits);
-    for (int i = 0; i < V; i++)
-        if (allowed(i)) bits[i >> 5] |= 1u << (i & 31);
-    return LILAC_MASK_SOME;
-}
-
-static int f_accept(void *ctx, int32_t id) {
-    fake *f = ctx;
-    if (f->n == f->refuse_at) return -1;
-    if (f->n < MAXN) f->seen[f->n++] = id;
-    return 0;
-}
-
-static fake fake_new(void) {
-    fake f;
-    memset(&f, 0, sizeof f);
-    f.none_after = f.fail_at = f.refuse_at = -1;
-    return f;
 }
 
 /* ---- running a generation ------------------------------------------------- */
