@@ -14,4 +14,4 @@ awk '/Compiling entry function/ { n = $0; sub(/.*function ./, "", n); sub(/. for
      /spill stores/ { sp = $0; sub(/.*frame, /, "", sp) }
      /Used [0-9]+ registers/ { r = $0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r); printf "  %4s regs  %-46s %s\n", r, sp, n }' \
     build/kernels/gemv_mma_test.ptxas | c++filt | sed 's/(anonymous namespace):://g; s/gemv_stream:://; s/(lc_qmat.*//' |
-    grep -E 'tc_gemv|stream_gemv<(2, 4|4, 2)|persist_gemv<2, 4, 3' | awk '!seen[$0]++' || true
+    grep -E 'tc_gemv|tq_gemv|stream_gemv<(2, 4|4, 2)|persist_gemv<2, 4, 3' | awk '!seen[$0]++' || true
