@@ -294,7 +294,7 @@ static cudaError_t launch(const lc_qmat &W, const float *x, const float *norm_w,
 /* ---- the integer variant: u8 codes x s8 digits of x, exact int32 sums --------
  * mma.sync m16n8k32 .u8.s8 -> s32.  x is scaled by 2^E (E per block: max|x|
  * 2^E < 2^30) and rounded to an int32 x_int, split into four balanced base-256
- * digits d_0..d_3 (int8, x_int = sum d_p 256^p): its error is below 2^-31
+ * digits d_0..d_3 (int8 in [-128, 127], x_int = sum d_p 256^p): its error is below 2^-31
  * max|x| per input, far under fp32 rounding of the dot product, and every
  * product and sum of an mma is exact (|sum| <= 64 * 15 * 128 per group).
  * Dequantisation is two LOP3 and one shift per word: v & 0x0f0f0f0f is the
@@ -382,18 +382,23 @@ __device__ __forceinline__ float prep_x(const float *__restrict__ x, const float
     for (int i = 0; i < PER; i++) {
         const int t = tid + i * NT;
         if (t < TASKS) { /* warp-uniform */
-            uint32_t d[4][2] = {}; /* digit p: bytes of the even inputs, of the odd inputs */
+            /* |x_int| < 2^30, so x_int + 0x80808080 fits 32 bits and its bytes
+             * are d_p + 128 for the balanced digits d_p: xor 0x80 makes each
+             * byte d_p as an s8.  Then a 4 x 4 byte transpose per parity: digit
+             * p of the even inputs (0, 2, 4, 6) into d[p][0], of the odd into d[p][1]. */
+            uint32_t dw[8], d[4][2];
             float sum = 0.0f;
 #pragma unroll
             for (int e = 0; e < 8; e++) {
                 sum += v[i][e];
-                int r = __float2int_rn(v[i][e] * up);
+                dw[e] = ((uint32_t)__float2int_rn(v[i][e] * up) + 0x80808080u) ^ 0x80808080u;
+            }
 #pragma unroll
-                for (int p = 0; p < 4; p++) {
-                    const int dp = p < 3 ? (int)(int8_t)(r & 0xff) : r; /* balanced digit; the last takes the rest */
-                    d[p][e & 1] |= (uint32_t)(dp & 0xff) << (8 * (e >> 1));
-                    r = (r - dp) >> 8; /* exact */
-                }
+            for (int o = 0; o < 2; o++) {
+                const uint32_t t0 = __byte_perm(dw[o], dw[o + 2], 0x5140), t1 = __byte_perm(dw[o], dw[o + 2], 0x7362);
+                const uint32_t t2 = __byte_perm(dw[o + 4], dw[o + 6], 0x5140), t3 = __byte_perm(dw[o + 4], dw[o + 6], 0x7362);
+                d[0][o] = __byte_perm(t0, t2, 0x5410), d[1][o] = __byte_perm(t0, t2, 0x7632);
+                d[2][o] = __byte_perm(t1, t3, 0x5410), d[3][o] = __byte_perm(t1, t3, 0x7632);
             }
             const int span = t / 16, wv = t % 16, c = wv / 4, st = wv % 4;
             uint32_t *dst = reinterpret_cast<uint32_t *>(bf + (span * 2 + st / 2) * SLOTS + c) + 2 * (st % 2);
