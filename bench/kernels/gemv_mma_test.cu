@@ -68,6 +68,10 @@
  * three planes in fragment order (only the 12 lanes with data are stored;
  * the others read a zeroed 768 B block with a zero stride), the group sums.
  *
+ * A second design, tq_gemv (below, same tiles), runs the integer mma instead:
+ * u8 codes times four s8 digits of a fixed-point x, exact int32 sums, 3
+ * instructions of dequantisation per 8 codes instead of 11.
+ *
  * Compared here: the engine's default kernel for each shape (lc_gemv /
  * lc_gemv_rms, LC_GEMV_AUTO) and several (NSP, RB) choices, each checked
  * against a CPU fp64 reference (max |d| / max |ref| <= 1e-5).  Timing as
