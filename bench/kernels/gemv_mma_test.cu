@@ -1,0 +1,751 @@
+/* gemv_mma_test.cu — workshop: batch-1 decode GEMV on the tensor cores.
+ *
+ * The SIMT GEMVs (qdot.cuh chunk_dot) spend ~6 lane-instructions per weight
+ * and are issue-bound at ~1/3 of HBM bandwidth.  Here the dot products run on
+ * mma.sync m16n8k16 (bf16 in, fp32 accumulate) with the weights as A,
+ * dequantised in registers exactly, and the activation x as B, split into
+ * three exact bf16 planes so the result keeps fp32-class accuracy:
+ *
+ *   x = hi + lo + lo2,  hi = bf16(x), lo = bf16(x - hi), lo2 = bf16(x - hi - lo)
+ *
+ * (each remainder is exact in fp32 and the last fits in 8 bits, so the sum is
+ * exactly x).  Products of a 4-bit code and a bf16 are exact in fp32; one mma
+ * sums 16 of them per plane and row.
+ *
+ * ---- Tiles -----------------------------------------------------------------
+ * A warp owns one row block of 16 rows and a k-range of NSP "spans"; a span is
+ * 128 inputs = 2 quantisation groups = 16 code words per row.  KS = K / (128
+ * NSP) warps split the k-range of a row block (split-K, reduced in shared
+ * memory); a block holds RB row blocks, RB * KS warps.  Every code load of a
+ * warp (2 NSP x 16 B per lane, NSP KB per warp) is issued at entry, before
+ * griddepcontrol.wait, as stream_gemv (decode/gemv_stream.cuh) does, so
+ * (nearly) the whole matrix is requested at once.
+ *
+ * ---- Fragment mapping (lane = 4 g + c, g = lane / 4, c = lane % 4) ---------
+ * A fragment of m16n8k16 (row-major A, 16 x 16): a0 = A[g][2c, 2c+1],
+ * a1 = A[g+8][2c, 2c+1], a2 = A[g][2c+8, 2c+9], a3 = A[g+8][2c+8, 2c+9]
+ * (lower k in the lower half of each register).
+ * Loads: lane (g, c) reads 16 B = words 4c..4c+3 of the span's 16 words, of
+ * row g (qa) and of row g+8 (qb).  So lanes c = 0, 1 hold group 0 of the span
+ * (words 0..7), lanes c = 2, 3 group 1 (words 8..15).
+ * Dequantisation: for word v (codes v_0..v_7, v_0 in the lowest nibble),
+ * ((v >> 4i) & 0x000f000f) | 0x43004300 is the bf16 pair (128 + v_i,
+ * 128 + v_{i+4}); one fma.rn.bf16x2 (t * 1 - 136) gives (v_i - 8, v_{i+4} - 8)
+ * exactly (centred codes, as mma.cuh's q4x2_bf16: keeps the affine fold free
+ * of cancellation).
+ * A span takes 8 mma steps t = 0..7.  Step t uses word v = 4c + t/2 (component
+ * t/2 of the lane's uint4) and pairs i = 2 (t % 2), i + 1:
+ *     a0 = pair i of row g's word,  a2 = pair i + 1 of row g's word,
+ *     a1, a3 = the same of row g+8's word.
+ * So logical k (2c, 2c+1, 2c+8, 2c+9) of step t are the span's inputs
+ * (8v + i, 8v + i + 4, 8v + i + 1, 8v + i + 5): a function of c and t only,
+ * as the mma needs (every row of A and B must agree on what k means), and
+ * over t = 2m, 2m + 1 word v's eight inputs are each used once.
+ * B fragment (col-major B, 16 x 8): b0 = B[2c, 2c+1][n = g], b1 = B[2c+8,
+ * 2c+9][n = g].  Because lanes c = 0, 1 carry group 0 and c = 2, 3 group 1,
+ * one mma can keep the two groups apart in its columns:
+ *     n = 0, 1, 2: planes hi, lo, lo2 of x on group 0's k slots (c < 2), 0 on group 1's;
+ *     n = 3, 4, 5: planes hi, lo, lo2 of x on group 1's k slots (c >= 2), 0 on group 0's;
+ *     n = 6, 7:    zero.
+ * So lanes with g < 3 and c < 2, or 3 <= g < 6 and c >= 2, hold plane g % 3
+ * of x at their step's inputs; the other 20 lanes hold zeros.  For the span
+ * the lane's b0, b1 of steps 2q, 2q + 1 are the plane at word v = 4c + q:
+ * (x_0 | x_4, x_1 | x_5, x_2 | x_6, x_3 | x_7) — one 16 B shared-memory load.
+ * C fragment: c0, c1 = C[g][2c, 2c+1], c2, c3 = C[g+8][2c, 2c+1].  After
+ * the 8 steps of a span (a fresh accumulator each span), column n of row r is
+ * sum over the group of (q - 8) * plane: lane c = 0 has group 0's hi, lo;
+ * c = 1 group 0's lo2 and group 1's hi; c = 2 group 1's lo, lo2; c = 3 zeros.
+ * Each lane scales its own two columns by their group's scale (selected
+ * once per lane with a prmt selector) into fp32 running sums for rows g and
+ * g+8; lanes are summed (two xor shuffles) once per warp at the end.
+ *
+ * ---- Affine terms ------------------------------------------------------------
+ * y[r] = sum_groups ( s * sum (q - 8) x + (b + 8 s) * xsum ), xsum the group's
+ * sum of x (once per block, in shared memory).  Lane c takes the bias term of
+ * its span words m = c, c + 4, ... (two groups each), so no lane does it all.
+ *
+ * The block prepares x once: RMSNorm(x) * norm_w (in_proj, lm_head), the
+ * three planes in fragment order (only the 12 lanes with data are stored;
+ * the others read a zeroed 768 B block with a zero stride), the group sums.
+ *
+ * A second design, tq_gemv (below, same tiles), runs the integer mma instead:
+ * u8 codes times four s8 digits of a fixed-point x, exact int32 sums, 3
+ * instructions of dequantisation per 8 codes instead of 11.
+ *
+ * Compared here: the engine's default kernel for each shape (lc_gemv /
+ * lc_gemv_rms, LC_GEMV_AUTO) and several (NSP, RB) choices, each checked
+ * against a CPU fp64 reference (max |d| / max |ref| <= 1e-5).  Timing as
+ * gemv_test.cu: a CUDA graph of 40 back-to-back launches (PDL on), weights
+ * rotated over copies that exceed L2, best of 20 replays.
+ *   sh bench/kernels/build_gemv_mma.sh && build/kernels/gemv_mma_test [--quick] */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "backend/cuda/decode/gemv_stream.cuh"
+#include "backend/cuda/mma.cuh"
+
+#define CK(x)                                                                                  \
+    do {                                                                                       \
+        cudaError_t err_ = (x);                                                                \
+        if (err_) {                                                                            \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+static int g_quick = 0, g_failures = 0;
+static double g_copy_gbs = 0;
+
+using namespace gemv_stream;
+
+/* ---- the kernel --------------------------------------------------------------- */
+namespace tc {
+
+constexpr int SLOTS = 12; /* lanes holding B data: 3 planes x 4 values of c */
+
+/* (v >> SH) & 0x000f000f | 0x43004300 minus 136: the bf16 pair (code - 8) of
+ * nibbles SH/4 and SH/4 + 4 of v (see the top of the file).  The mask and
+ * the exponent go through one lop3 with the exponent in a register (a SASS
+ * LOP3 takes one immediate: written in C, the and and the or become two). */
+template <int SH>
+__device__ __forceinline__ uint32_t deq(uint32_t v) {
+    uint32_t t;
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(t) : "r"(v >> SH), "n"(0x000f000f), "r"(0x43004300u)); /* (a & b) | c */
+    asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(t) : "r"(0x3f803f80u), "r"(0xc308c308u));
+    return t;
+}
+
+/* One 8-step span: codes qa (row g), qb (row g+8) of the lane, B fragments
+ * bq[q] (steps 2q, 2q+1); returns the C fragment. */
+__device__ __forceinline__ void span_mma(float (&acc)[4], const uint4 qa, const uint4 qb, const uint4 (&bq)[4]) {
+    const uint32_t wa[4] = {qa.x, qa.y, qa.z, qa.w}, wb[4] = {qb.x, qb.y, qb.z, qb.w};
+    const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const uint32_t a_lo[4] = {deq<0>(wa[q]), deq<0>(wb[q]), deq<4>(wa[q]), deq<4>(wb[q])};   /* step 2q:   i = 0 */
+        const uint32_t a_hi[4] = {deq<8>(wa[q]), deq<8>(wb[q]), deq<12>(wa[q]), deq<12>(wb[q])}; /* step 2q+1: i = 2 */
+        if (q == 0) mma_16816(acc, a_lo, bq[q].x, bq[q].y, zero);
+        else mma_16816(acc, a_lo, bq[q].x, bq[q].y, acc);
+        mma_16816(acc, a_hi, bq[q].z, bq[q].w, acc);
+    }
+}
+
+__device__ __forceinline__ float prmt_bf16(uint32_t w, uint32_t sel) { /* one half of w as a float */
+    uint32_t r;
+    asm("prmt.b32 %0, %1, 0, %2;" : "=r"(r) : "r"(w), "r"(sel));
+    return __uint_as_float(r);
+}
+
+/* x (RMSNorm(x) * norm_w with norm_w) into the B planes bf[span][q][slot]
+ * (uint4, slot = plane * 4 + c; span NSPAN is zeros, read by the lanes that
+ * hold no data) and the group sums xs[K / 64].  One task = 8 consecutive
+ * inputs = word v of a span.  All threads call it (barriers). */
+template <int K, int NT>
+__device__ __forceinline__ void prep_x(const float *__restrict__ x, const float *__restrict__ norm_w, float eps, uint4 *bf,
+                                       float *xs, float *scratch) {
+    constexpr int TASKS = K / 8, PER = (TASKS + NT - 1) / NT, NSPAN = K / 128;
+    static_assert(TASKS % 32 == 0 && NT % 32 == 0, "tasks must cover whole warps");
+    const int tid = threadIdx.x;
+    float v[PER][8];
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        const int t = tid + i * NT;
+        if (t < TASKS) {
+            const float4 a = reinterpret_cast<const float4 *>(x)[2 * t], b = reinterpret_cast<const float4 *>(x)[2 * t + 1];
+            v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w, v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
+#pragma unroll
+            for (int e = 0; e < 8; e++) ss += v[i][e] * v[i][e];
+        }
+    }
+    const float rr = norm_w ? rsqrtf(block_sum(ss, scratch) / (float)K + eps) : 1.0f;
+    if (tid < 4 * SLOTS) bf[NSPAN * 4 * SLOTS + tid] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        const int t = tid + i * NT;
+        if (t < TASKS) { /* warp-uniform (TASKS and NT are multiples of 32) */
+            if (norm_w) {
+                const float4 a = reinterpret_cast<const float4 *>(norm_w)[2 * t], b = reinterpret_cast<const float4 *>(norm_w)[2 * t + 1];
+                const float w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+                for (int e = 0; e < 8; e++) v[i][e] = v[i][e] * rr * w[e]; /* load_x_smem's order */
+            }
+            uint32_t h[3][8];
+            float sum = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                float r = v[i][e];
+                sum += r;
+#pragma unroll
+                for (int p = 0; p < 3; p++) {
+                    h[p][e] = f32_to_bf16(r);
+                    r -= bf16_to_f32((uint16_t)h[p][e]); /* exact */
+                }
+            }
+            const int span = t / 16, wv = t % 16, c = wv / 4, q = wv % 4;
+#pragma unroll
+            for (int p = 0; p < 3; p++)
+                bf[(span * 4 + q) * SLOTS + p * 4 + c] =
+                    make_uint4(h[p][0] | h[p][4] << 16, h[p][1] | h[p][5] << 16, h[p][2] | h[p][6] << 16, h[p][3] | h[p][7] << 16);
+            /* group sum: the 8 tasks of a group are 8 consecutive lanes */
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+            if (t % 8 == 0) xs[t / 8] = sum;
+        }
+    }
+    __syncthreads();
+}
+
+/* y[r] = residual[r] + W[r] . x, x optionally RMSNorm(x) * norm_w; W.cols == K,
+ * W.rows a multiple of 16 * RB (the launcher checks). */
+template <int K, int NSP, int RB, int MINB>
+__global__ void __launch_bounds__(RB * (K / (128 * NSP)) * 32, MINB)
+    tc_gemv(lc_qmat W, const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
+            const float *__restrict__ residual) {
+    constexpr int KS = K / (128 * NSP), NW = RB * KS, NT = NW * 32, NSPAN = K / 128, G = K / 64, NB = (NSP + 3) / 4;
+    static_assert(K % (128 * NSP) == 0, "k-range must divide K");
+    __shared__ uint4 bf[(NSPAN + 1) * 4 * SLOTS];
+    __shared__ __align__(16) float xs[G]; /* read as float2 */
+    __shared__ float red[NW * 16], scratch[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    const int ks = warp % KS, r0 = ((blockIdx.x * RB) + warp / KS) * 16 + g;
+
+    /* codes of rows g, g+8 (16 B per span each), the scales of the k-range
+     * (word m = the span's two groups), the bias words this lane folds */
+    uint4 qa[NSP], qb[NSP];
+    uint32_t sa[NSP], sb[NSP], ba[NB], bb[NB], s2a[NB], s2b[NB];
+    {
+        const uint4 *wa = reinterpret_cast<const uint4 *>(W.w + (size_t)r0 * (K / 8)) + ks * NSP * 4 + c;
+        const uint4 *wb = wa + 8 * (K / 32);
+#pragma unroll
+        for (int m = 0; m < NSP; m++) qa[m] = ld_stream(wa + 4 * m), qb[m] = ld_stream(wb + 4 * m);
+        const uint32_t *pa = reinterpret_cast<const uint32_t *>(W.s + (size_t)r0 * G) + ks * NSP;
+        const uint32_t *pb = pa + 8 * (G / 2);
+        const uint32_t *qpa = reinterpret_cast<const uint32_t *>(W.b + (size_t)r0 * G) + ks * NSP;
+        const uint32_t *qpb = qpa + 8 * (G / 2);
+#pragma unroll
+        for (int m = 0; m < NSP; m++) sa[m] = __ldg(pa + m), sb[m] = __ldg(pb + m);
+#pragma unroll
+        for (int i = 0; i < NB; i++) {
+            const int m = c + 4 * i < NSP ? c + 4 * i : 0; /* lanes past NSP fold nothing (below) */
+            ba[i] = __ldg(qpa + m), bb[i] = __ldg(qpb + m), s2a[i] = __ldg(pa + m), s2b[i] = __ldg(pb + m);
+        }
+    }
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
+    prep_x<K, NT>(x, norm_w, eps, bf, xs, scratch);
+
+    /* B planes: lanes without data read the zero block with stride 0 */
+    const bool has_b = g < 6 && (g < 3) == (c < 2);
+    const uint4 *bp = bf + (has_b ? ks * NSP * 4 * SLOTS + (g % 3) * 4 + c : NSPAN * 4 * SLOTS);
+    const int bstride = has_b ? 4 * SLOTS : 0;
+    /* column 2c takes group 0 of the span unless c >= 2, column 2c+1 unless c >= 1 */
+    const uint32_t selA = c >= 2 ? 0x3244u : 0x1044u, selB = c >= 1 ? 0x3244u : 0x1044u;
+    float ya = 0.0f, yb = 0.0f;
+#pragma unroll
+    for (int m = 0; m < NSP; m++) {
+        uint4 bq[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) bq[q] = bp[m * bstride + q * SLOTS];
+        float acc[4];
+        span_mma(acc, qa[m], qb[m], bq);
+        ya = fmaf(acc[0], prmt_bf16(sa[m], selA), ya);
+        ya = fmaf(acc[1], prmt_bf16(sa[m], selB), ya);
+        yb = fmaf(acc[2], prmt_bf16(sb[m], selA), yb);
+        yb = fmaf(acc[3], prmt_bf16(sb[m], selB), yb);
+    }
+    /* bias terms of words m = c + 4i: (b + 8 s) * xsum for both groups */
+#pragma unroll
+    for (int i = 0; i < NB; i++) {
+        const int m = c + 4 * i;
+        if (m < NSP) {
+            const float2 xg = *reinterpret_cast<const float2 *>(xs + 2 * (ks * NSP + m));
+            ya = fmaf(fmaf(8.0f, prmt_bf16(s2a[i], 0x1044u), prmt_bf16(ba[i], 0x1044u)), xg.x, ya);
+            ya = fmaf(fmaf(8.0f, prmt_bf16(s2a[i], 0x3244u), prmt_bf16(ba[i], 0x3244u)), xg.y, ya);
+            yb = fmaf(fmaf(8.0f, prmt_bf16(s2b[i], 0x1044u), prmt_bf16(bb[i], 0x1044u)), xg.x, yb);
+            yb = fmaf(fmaf(8.0f, prmt_bf16(s2b[i], 0x3244u), prmt_bf16(bb[i], 0x3244u)), xg.y, yb);
+        }
+    }
+    ya += __shfl_xor_sync(0xffffffffu, ya, 1), yb += __shfl_xor_sync(0xffffffffu, yb, 1);
+    ya += __shfl_xor_sync(0xffffffffu, ya, 2), yb += __shfl_xor_sync(0xffffffffu, yb, 2);
+    if (c == 0) red[warp * 16 + g] = ya, red[warp * 16 + g + 8] = yb;
+    __syncthreads();
+    if (threadIdx.x < RB * 16) { /* split-K sum: row block threadIdx.x / 16 */
+        const int rbi = threadIdx.x / 16, rr = threadIdx.x % 16, r = (blockIdx.x * RB + rbi) * 16 + rr;
+        float a = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KS; k++) a += red[(rbi * KS + k) * 16 + rr];
+        y[r] = residual ? residual[r] + a : a;
+    }
+}
+
+template <int K, int NSP, int RB, int MINB>
+static cudaError_t launch(const lc_qmat &W, const float *x, const float *norm_w, float eps, float *y, const float *residual,
+                          cudaStream_t st, bool pdl = true) {
+    constexpr int NT = RB * (K / (128 * NSP)) * 32;
+    if (W.cols != K || W.bits != 4 || W.rows % (16 * RB)) return cudaErrorInvalidValue;
+    return launch_k(tc_gemv<K, NSP, RB, MINB>, dim3(W.rows / (16 * RB)), dim3(NT), 0, st, pdl, W, x, norm_w, eps, y,
+                    residual);
+}
+
+} // namespace tc
+
+/* ---- the integer variant: u8 codes x s8 digits of x, exact int32 sums --------
+ * mma.sync m16n8k32 .u8.s8 -> s32.  x is scaled by 2^E (E per block: max|x|
+ * 2^E < 2^30) and rounded to an int32 x_int, split into four balanced base-256
+ * digits d_0..d_3 (int8 in [-128, 127], x_int = sum d_p 256^p): its error is below 2^-31
+ * max|x| per input, far under fp32 rounding of the dot product, and every
+ * product and sum of an mma is exact (|sum| <= 64 * 15 * 128 per group).
+ * Dequantisation is two LOP3 and one shift per word: v & 0x0f0f0f0f is the
+ * bytes (v_0, v_2, v_4, v_6), (v >> 4) & 0x0f0f0f0f is (v_1, v_3, v_5, v_7).
+ * A fragment (16 x 32 u8): a0 = A[g][4c..4c+3], a1 = A[g+8][4c..4c+3],
+ * a2 = A[g][4c+16..4c+19], a3 = A[g+8][4c+16..4c+19].  Loads as tc_gemv (lane
+ * (g, c): words 4c..4c+3 of rows g, g+8 in each span, so lanes c < 2 hold
+ * group 0, c >= 2 group 1); step t = 0..3 of a span uses word v = 4c + t:
+ *     a0 = even codes of row g's word, a2 = odd codes, a1, a3 of row g+8,
+ * so logical k 4c + i is input 8v + 2i and 4c + 16 + i is input 8v + 2i + 1.
+ * B (32 x 8 s8): b0 = B[4c..4c+3][n = g], b1 = B[4c+16..4c+19][n = g];
+ * columns n = 0..3 are digits 0..3 of group 0 (non-zero on lanes c < 2),
+ * n = 4..7 digits 0..3 of group 1 (lanes c >= 2): 16 lanes hold data.
+ * C: lane c has columns 2c, 2c+1 = digits 2(c&1), 2(c&1)+1 of group c / 2,
+ * combined in int32 (acc0 + 256 acc1, exact: < 2^26), converted once, scaled
+ * by the group's scale; the lane's digit weight 2^(16 (c&1) - E) multiplies
+ * its running sums once at the end.  y = sum s * sum q x + b * xsum (codes
+ * not centred: the integer sums have no rounding to protect). */
+namespace tq {
+
+constexpr int SLOTS = 16; /* lanes holding B data: 4 digits x 4 values of c */
+
+__device__ __forceinline__ void mma_u8s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, const int (&c)[4]) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%11,%12,%13};"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c[0]), "r"(c[1]), "r"(c[2]),
+                   "r"(c[3]));
+}
+
+__device__ __forceinline__ float block_max(float v, float *scratch) { /* as common.cuh's block_sum */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < nw ? scratch[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* x (RMSNorm(x) * norm_w with norm_w) as digits into bf[span][j][slot] (uint4:
+ * steps 2j, 2j+1 of lane slot = digit * 4 + c; span NSPAN is zeros) and the
+ * group sums xs[K / 64]; returns 2^-E.  One task = word v of a span (8
+ * inputs).  All threads call it (barriers). */
+template <int K, int NT>
+__device__ __forceinline__ float prep_x(const float *__restrict__ x, const float *__restrict__ norm_w, float eps, uint4 *bf,
+                                        float *xs, float *scratch) {
+    constexpr int TASKS = K / 8, PER = (TASKS + NT - 1) / NT, NSPAN = K / 128;
+    static_assert(TASKS % 32 == 0 && NT % 32 == 0, "tasks must cover whole warps");
+    const int tid = threadIdx.x;
+    float v[PER][8];
+    float ss = 0.0f, amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        const int t = tid + i * NT;
+        if (t < TASKS) {
+            const float4 a = reinterpret_cast<const float4 *>(x)[2 * t], b = reinterpret_cast<const float4 *>(x)[2 * t + 1];
+            v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w, v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
+#pragma unroll
+            for (int e = 0; e < 8; e++) ss += v[i][e] * v[i][e];
+        }
+    }
+    const float rr = norm_w ? rsqrtf(block_sum(ss, scratch) / (float)K + eps) : 1.0f;
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        const int t = tid + i * NT;
+        if (t < TASKS) {
+            if (norm_w) {
+                const float4 a = reinterpret_cast<const float4 *>(norm_w)[2 * t], b = reinterpret_cast<const float4 *>(norm_w)[2 * t + 1];
+                const float w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+                for (int e = 0; e < 8; e++) v[i][e] = v[i][e] * rr * w[e]; /* load_x_smem's order */
+            }
+#pragma unroll
+            for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(v[i][e]));
+        }
+    }
+    /* max|x| = 1.m 2^(be - 127) < 2^(be - 126): E = 156 - be keeps |x| 2^E < 2^30
+     * (be >= 30 keeps 2^E and 2^-E normal; an all-zero x gives zero digits anyway) */
+    const int be = max((int)(__float_as_uint(block_max(amax, scratch)) >> 23), 30);
+    const float up = __uint_as_float((uint32_t)(283 - be) << 23), down = __uint_as_float((uint32_t)(be - 29) << 23);
+    if (tid < 2 * SLOTS) bf[NSPAN * 2 * SLOTS + tid] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        const int t = tid + i * NT;
+        if (t < TASKS) { /* warp-uniform */
+            /* |x_int| < 2^30, so x_int + 0x80808080 fits 32 bits and its bytes
+             * are d_p + 128 for the balanced digits d_p: xor 0x80 makes each
+             * byte d_p as an s8.  Then a 4 x 4 byte transpose per parity: digit
+             * p of the even inputs (0, 2, 4, 6) into d[p][0], of the odd into d[p][1]. */
+            uint32_t dw[8], d[4][2];
+            float sum = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                sum += v[i][e];
+                dw[e] = ((uint32_t)__float2int_rn(v[i][e] * up) + 0x80808080u) ^ 0x80808080u;
+            }
+#pragma unroll
+            for (int o = 0; o < 2; o++) {
+                const uint32_t t0 = __byte_perm(dw[o], dw[o + 2], 0x5140), t1 = __byte_perm(dw[o], dw[o + 2], 0x7362);
+                const uint32_t t2 = __byte_perm(dw[o + 4], dw[o + 6], 0x5140), t3 = __byte_perm(dw[o + 4], dw[o + 6], 0x7362);
+                d[0][o] = __byte_perm(t0, t2, 0x5410), d[1][o] = __byte_perm(t0, t2, 0x7632);
+                d[2][o] = __byte_perm(t1, t3, 0x5410), d[3][o] = __byte_perm(t1, t3, 0x7632);
+            }
+            const int span = t / 16, wv = t % 16, c = wv / 4, st = wv % 4;
+            uint32_t *dst = reinterpret_cast<uint32_t *>(bf + (span * 2 + st / 2) * SLOTS + c) + 2 * (st % 2);
+#pragma unroll
+            for (int p = 0; p < 4; p++) *reinterpret_cast<uint2 *>(dst + 4 * 4 * p) = make_uint2(d[p][0], d[p][1]);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+            if (t % 8 == 0) xs[t / 8] = sum;
+        }
+    }
+    __syncthreads();
+    return down;
+}
+
+/* As tc::tc_gemv (same tiles, loads and split-K), on the integer mma. */
+template <int K, int NSP, int RB, int MINB>
+__global__ void __launch_bounds__(RB * (K / (128 * NSP)) * 32, MINB)
+    tq_gemv(lc_qmat W, const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
+            const float *__restrict__ residual) {
+    constexpr int KS = K / (128 * NSP), NW = RB * KS, NT = NW * 32, NSPAN = K / 128, G = K / 64, NB = (NSP + 3) / 4;
+    static_assert(K % (128 * NSP) == 0, "k-range must divide K");
+    __shared__ uint4 bf[(NSPAN + 1) * 2 * SLOTS];
+    __shared__ __align__(16) float xs[G]; /* read as float2 */
+    __shared__ float red[NW * 16], scratch[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    const int ks = warp % KS, r0 = ((blockIdx.x * RB) + warp / KS) * 16 + g;
+
+    uint4 qa[NSP], qb[NSP];
+    uint32_t sa[NSP], sb[NSP], ba[NB], bb[NB];
+    {
+        const uint4 *wa = reinterpret_cast<const uint4 *>(W.w + (size_t)r0 * (K / 8)) + ks * NSP * 4 + c;
+        const uint4 *wb = wa + 8 * (K / 32);
+#pragma unroll
+        for (int m = 0; m < NSP; m++) qa[m] = ld_stream(wa + 4 * m), qb[m] = ld_stream(wb + 4 * m);
+        const uint32_t *pa = reinterpret_cast<const uint32_t *>(W.s + (size_t)r0 * G) + ks * NSP;
+        const uint32_t *pb = pa + 8 * (G / 2);
+        const uint32_t *qpa = reinterpret_cast<const uint32_t *>(W.b + (size_t)r0 * G) + ks * NSP;
+        const uint32_t *qpb = qpa + 8 * (G / 2);
+#pragma unroll
+        for (int m = 0; m < NSP; m++) sa[m] = __ldg(pa + m), sb[m] = __ldg(pb + m);
+#pragma unroll
+        for (int i = 0; i < NB; i++) {
+            const int m = c + 4 * i < NSP ? c + 4 * i : 0; /* lanes past NSP fold nothing (below) */
+            ba[i] = __ldg(qpa + m), bb[i] = __ldg(qpb + m);
+        }
+    }
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
+    const float down = prep_x<K, NT>(x, norm_w, eps, bf, xs, scratch);
+
+    /* lanes without data read the zero span with stride 0, at a 16 B column
+     * of the banks that their quarter-warp's data lanes leave free */
+    const bool has_b = (g < 4) == (c < 2);
+    const uint4 *bp = bf + (has_b ? ks * NSP * 2 * SLOTS + (g % 4) * 4 + c : NSPAN * 2 * SLOTS + (g < 4 ? 2 : 0));
+    const int bstride = has_b ? 2 * SLOTS : 0;
+    const uint32_t sel = c >= 2 ? 0x3244u : 0x1044u; /* the lane's group: the scale word's high half for c >= 2 */
+    float ya = 0.0f, yb = 0.0f;
+#pragma unroll
+    for (int m = 0; m < NSP; m++) {
+        const uint4 b01 = bp[m * bstride], b23 = bp[m * bstride + SLOTS];
+        const uint32_t wa[4] = {qa[m].x, qa[m].y, qa[m].z, qa[m].w}, wb[4] = {qb[m].x, qb[m].y, qb[m].z, qb[m].w};
+        const uint32_t bv[8] = {b01.x, b01.y, b01.z, b01.w, b23.x, b23.y, b23.z, b23.w};
+        const int zero[4] = {0, 0, 0, 0};
+        int acc[4];
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const uint32_t a[4] = {wa[t] & 0x0f0f0f0fu, wb[t] & 0x0f0f0f0fu, (wa[t] >> 4) & 0x0f0f0f0fu, (wb[t] >> 4) & 0x0f0f0f0fu};
+            if (t == 0) mma_u8s8(acc, a, bv[0], bv[1], zero);
+            else mma_u8s8(acc, a, bv[2 * t], bv[2 * t + 1], acc);
+        }
+        ya = fmaf((float)(acc[0] + 256 * acc[1]), tc::prmt_bf16(sa[m], sel), ya);
+        yb = fmaf((float)(acc[2] + 256 * acc[3]), tc::prmt_bf16(sb[m], sel), yb);
+    }
+    const float wl = (c & 1) ? down * 65536.0f : down; /* the lane's digit weight */
+    ya *= wl, yb *= wl;
+#pragma unroll
+    for (int i = 0; i < NB; i++) {
+        const int m = c + 4 * i;
+        if (m < NSP) {
+            const float2 xg = *reinterpret_cast<const float2 *>(xs + 2 * (ks * NSP + m));
+            ya = fmaf(tc::prmt_bf16(ba[i], 0x1044u), xg.x, ya);
+            ya = fmaf(tc::prmt_bf16(ba[i], 0x3244u), xg.y, ya);
+            yb = fmaf(tc::prmt_bf16(bb[i], 0x1044u), xg.x, yb);
+            yb = fmaf(tc::prmt_bf16(bb[i], 0x3244u), xg.y, yb);
+        }
+    }
+    ya += __shfl_xor_sync(0xffffffffu, ya, 1), yb += __shfl_xor_sync(0xffffffffu, yb, 1);
+    ya += __shfl_xor_sync(0xffffffffu, ya, 2), yb += __shfl_xor_sync(0xffffffffu, yb, 2);
+    if (c == 0) red[warp * 16 + g] = ya, red[warp * 16 + g + 8] = yb;
+    __syncthreads();
+    if (threadIdx.x < RB * 16) {
+        const int rbi = threadIdx.x / 16, rr = threadIdx.x % 16, r = (blockIdx.x * RB + rbi) * 16 + rr;
+        float a = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KS; k++) a += red[(rbi * KS + k) * 16 + rr];
+        y[r] = residual ? residual[r] + a : a;
+    }
+}
+
+template <int K, int NSP, int RB, int MINB>
+static cudaError_t launch(const lc_qmat &W, const float *x, const float *norm_w, float eps, float *y, const float *residual,
+                          cudaStream_t st, bool pdl = true) {
+    constexpr int NT = RB * (K / (128 * NSP)) * 32;
+    if (W.cols != K || W.bits != 4 || W.rows % (16 * RB)) return cudaErrorInvalidValue;
+    return launch_k(tq_gemv<K, NSP, RB, MINB>, dim3(W.rows / (16 * RB)), dim3(NT), 0, st, pdl, W, x, norm_w, eps, y,
+                    residual);
+}
+
+} // namespace tq
+
+/* ---- host: data, reference, timing (as gemv_test.cu) -------------------------- */
+
+struct hmat { /* host copy of one matrix */
+    std::vector<uint32_t> w;
+    std::vector<uint16_t> s, b;
+};
+
+static lc_qmat make_qmat(int rows, int cols, uint64_t seed) {
+    lc_qmat m = {};
+    m.rows = rows, m.cols = cols, m.bits = 4, m.n_mat = 1;
+    const size_t wn = (size_t)rows * cols / 8, gn = (size_t)rows * cols / 64;
+    uint32_t *w;
+    uint16_t *s, *b;
+    CK(cudaMalloc(&w, wn * 4));
+    CK(cudaMalloc(&s, gn * 2));
+    CK(cudaMalloc(&b, gn * 2));
+    /* the engine's synthetic weights (cuda_backend.c): std ~0.02 */
+    const float s0 = 0.02f / 4.6f, mid = 7.5f;
+    CK(lc_fill_u32(w, wn, seed, 0));
+    CK(lc_fill_bf16(s, gn, seed + 1, 0.9f * s0, 1.1f * s0, 0));
+    CK(lc_fill_bf16(b, gn, seed + 2, -mid * 1.1f * s0, -mid * 0.9f * s0, 0));
+    m.w = w, m.s = s, m.b = b;
+    return m;
+}
+static void free_qmat(lc_qmat &m) { cudaFree((void *)m.w), cudaFree((void *)m.s), cudaFree((void *)m.b); }
+static size_t qbytes(const lc_qmat &m) { return (size_t)m.rows * m.cols / 2 + (size_t)m.rows * m.cols / 64 * 4; }
+
+static void to_host(const lc_qmat &m, hmat &h) {
+    const size_t wn = (size_t)m.rows * m.cols / 8, gn = (size_t)m.rows * m.cols / 64;
+    h.w.resize(wn), h.s.resize(gn), h.b.resize(gn);
+    CK(cudaMemcpy(h.w.data(), m.w, wn * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h.s.data(), m.s, gn * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h.b.data(), m.b, gn * 2, cudaMemcpyDeviceToHost));
+}
+static double bfh(uint16_t v) {
+    uint32_t u = (uint32_t)v << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static double ref_dot(const hmat &h, int cols, int r, const double *x) {
+    const uint32_t *w = h.w.data() + (size_t)r * cols / 8;
+    double acc = 0;
+    for (int g = 0; g < cols / 64; g++) {
+        const double s = bfh(h.s[(size_t)r * cols / 64 + g]), b = bfh(h.b[(size_t)r * cols / 64 + g]);
+        for (int c = g * 64; c < g * 64 + 64; c++) acc += (s * ((w[c / 8] >> (4 * (c % 8))) & 15u) + b) * x[c];
+    }
+    return acc;
+}
+static float *up_f32(const std::vector<float> &v) {
+    float *d;
+    CK(cudaMalloc(&d, v.size() * 4));
+    CK(cudaMemcpy(d, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+static std::vector<float> rnd(size_t n, uint64_t seed, float lo, float hi) {
+    std::vector<float> v(n);
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        v[i] = lo + (hi - lo) * (float)((x >> 40) * (1.0 / 16777216.0));
+    }
+    return v;
+}
+
+/* max |d| / max |ref| over the rows checked (every `stride`-th) */
+static double rel_err(const std::vector<double> &ref, const float *dy, int stride) {
+    std::vector<float> got(ref.size());
+    CK(cudaMemcpy(got.data(), dy, got.size() * 4, cudaMemcpyDeviceToHost));
+    double maxd = 0, maxref = 0;
+    for (size_t i = 0; i < ref.size(); i += stride) {
+        const double d = fabs(ref[i] - got[i]);
+        if (!(d <= maxd)) maxd = d; /* NaN sticks */
+        maxref = fmax(maxref, fabs(ref[i]));
+    }
+    return maxd / maxref;
+}
+
+/* µs per launch in a graph of n back-to-back launches, best of the replays */
+static double time_graph(void (*fn)(int, cudaStream_t, void *), void *ctx, int n) {
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < n; i++) fn(i, st, ctx);
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    CK(cudaGraphLaunch(ge, st)); /* warm-up */
+    CK(cudaStreamSynchronize(st));
+    const int trials = g_quick ? 1 : 20;
+    double best = 1e30;
+    for (int t = 0; t < trials; t++) {
+        CK(cudaEventRecord(a, st));
+        CK(cudaGraphLaunch(ge, st));
+        CK(cudaEventRecord(b, st));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        best = fmin(best, ms * 1e3 / n);
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+    CK(cudaStreamDestroy(st));
+    return best;
+}
+
+/* ---- one shape: the engine's default beside the tensor-core variants ---------- */
+typedef cudaError_t (*kfn)(const lc_qmat &, const float *, const float *, float, float *, const float *, cudaStream_t, bool);
+struct variant {
+    const char *name;
+    kfn k; /* nullptr: the engine's lc_gemv / lc_gemv_rms, LC_GEMV_AUTO */
+};
+struct dense {
+    std::vector<lc_qmat> W; /* copies, rotated */
+    const float *x, *nw, *res;
+    float *y;
+    kfn k;
+};
+static void dense_run(int rep, cudaStream_t st, void *p) {
+    dense *d = (dense *)p;
+    const lc_qmat &W = d->W[rep % d->W.size()];
+    if (d->k) CK(d->k(W, d->x, d->nw, 1e-6f, d->y, d->res, st, true));
+    else CK(d->nw ? lc_gemv_rms(&W, d->x, d->nw, 1e-6f, d->y, nullptr, nullptr, st) : lc_gemv(&W, 0, d->x, d->y, d->res, nullptr, st));
+}
+
+static void bench(const char *what, int rows, int cols, bool norm, bool residual, const variant *vs, int nv) {
+    const int stride = rows > 100000 ? 16 : 1;
+    const int qrows = g_quick && rows > 100000 ? 16384 : rows; /* --quick: a slice of lm_head */
+    lc_qmat m0 = make_qmat(qrows, cols, 1000 + rows);
+    const size_t want = (size_t)400 << 20; /* well beyond the 60 MB L2 */
+    const int copies = g_quick ? 1 : (int)((want + qbytes(m0) - 1) / qbytes(m0));
+    dense d = {};
+    d.W.push_back(m0);
+    for (int i = 1; i < copies; i++) d.W.push_back(make_qmat(qrows, cols, 5000 + 7 * i + rows));
+    std::vector<float> hx = rnd(cols, 11, -1.f, 1.f), hn = rnd(cols, 12, 0.5f, 1.5f), hr = rnd(qrows, 13, -1.f, 1.f);
+    d.x = up_f32(hx), d.nw = norm ? up_f32(hn) : nullptr, d.res = residual ? up_f32(hr) : nullptr;
+    CK(cudaMalloc(&d.y, (size_t)qrows * 4));
+    hmat h;
+    to_host(m0, h);
+    std::vector<double> xd(cols), ref(qrows, 0.0);
+    double ss = 0;
+    for (int c = 0; c < cols; c++) ss += (double)hx[c] * hx[c];
+    const double rr = norm ? 1.0 / sqrt(ss / cols + 1e-6) : 1.0;
+    for (int c = 0; c < cols; c++) xd[c] = norm ? hx[c] * rr * hn[c] : hx[c];
+    for (int r = 0; r < qrows; r += stride) ref[r] = (residual ? hr[r] : 0.0) + ref_dot(h, cols, r, xd.data());
+    printf("\n%s — %.2f MB per launch, %d weight copies rotated\n", what, qbytes(m0) / 1e6, copies);
+    printf("  %-36s %9s %9s %8s  %10s\n", "variant", "us", "GB/s", "% copy", "rel err");
+    for (int v = 0; v < nv; v++) {
+        d.k = vs[v].k;
+        lc_gemv_set_kernels(LC_GEMV_AUTO);
+        CK(cudaMemset(d.y, 0, (size_t)qrows * 4));
+        dense_run(0, 0, &d);
+        CK(cudaDeviceSynchronize());
+        const double e = rel_err(ref, d.y, stride);
+        const bool ok = e <= 1e-5;
+        const double us = time_graph(dense_run, &d, g_quick ? 2 : 40), gbs = qbytes(m0) / (us * 1e-6) / 1e9;
+        printf("  %-36s %9.2f %9.0f %7.1f%%  %10.3g  %s\n", vs[v].name, us, gbs, 100.0 * gbs / g_copy_gbs, e, ok ? "PASS" : "FAIL");
+        if (!ok) g_failures++;
+    }
+    for (auto &w : d.W) free_qmat(w);
+    cudaFree((void *)d.x), cudaFree((void *)d.nw), cudaFree((void *)d.res), cudaFree(d.y);
+}
+
+static double copy_gbs() { /* read + write of a 1 GiB cudaMemcpy */
+    const size_t n = g_quick ? ((size_t)64 << 20) : ((size_t)1 << 30);
+    void *a, *b;
+    CK(cudaMalloc(&a, n));
+    CK(cudaMalloc(&b, n));
+    CK(cudaMemset(a, 1, n));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
+    float best = 1e30f;
+    for (int t = 0; t < (g_quick ? 1 : 5); t++) {
+        CK(cudaEventRecord(e0));
+        CK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        best = fminf(best, ms);
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    cudaFree(a), cudaFree(b);
+    return 2.0 * n / (best * 1e-3) / 1e9;
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--quick")) g_quick = 1;
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("gemv_mma_test on %s, %d SMs, L2 %d MB%s\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20,
+           g_quick ? " (--quick)" : "");
+    g_copy_gbs = copy_gbs();
+    printf("device-to-device copy: %.0f GB/s\n", g_copy_gbs);
+    printf("timing: graph of %d back-to-back launches (PDL on), best of %d replays; rel err = max|d| / max|ref| vs CPU fp64\n",
+           g_quick ? 2 : 40, g_quick ? 1 : 20);
+
+    /* NSP spans of 128 inputs per warp (NSP KB of codes in flight per warp), RB row blocks of 16 per block */
+    const variant v2048[] = {
+        {"engine default (by shape)", nullptr},
+        {"tc NSP=4 RB=2 (8 warps)", tc::launch<2048, 4, 2, 3>},
+        {"tc NSP=4 RB=4 (16 warps)", tc::launch<2048, 4, 4, 1>},
+        {"tc NSP=8 RB=4 (8 warps, 8 KB/warp)", tc::launch<2048, 8, 4, 2>},
+        {"tc NSP=2 RB=2 (16 warps, 2 KB/warp)", tc::launch<2048, 2, 2, 2>},
+        {"tq int8 NSP=4 RB=2 (8 warps)", tq::launch<2048, 4, 2, 3>},
+        {"tq int8 NSP=4 RB=4 (16 warps)", tq::launch<2048, 4, 4, 1>},
+        {"tq int8 NSP=8 RB=4 (8 warps, 8 KB/warp)", tq::launch<2048, 8, 4, 2>},
+    };
+    const variant v4096[] = {
+        {"engine default (by shape)", nullptr},
+        {"tc NSP=4 RB=1 (8 warps)", tc::launch<4096, 4, 1, 2>},
+        {"tc NSP=2 RB=1 (16 warps)", tc::launch<4096, 2, 1, 2>},
+        {"tc NSP=1 RB=1 (32 warps)", tc::launch<4096, 1, 1, 1>},
+        {"tc NSP=8 RB=2 (8 warps, 64 blocks)", tc::launch<4096, 8, 2, 2>},
+        {"tq int8 NSP=4 RB=1 (8 warps)", tq::launch<4096, 4, 1, 2>},
+        {"tq int8 NSP=2 RB=1 (16 warps)", tq::launch<4096, 2, 1, 2>},
+    };
+    const int n2 = sizeof v2048 / sizeof *v2048, n4 = sizeof v4096 / sizeof *v4096;
+    bench("GDN in_proj qkv|z|b|a, 12352 x 2048, fused RMSNorm", 12352, 2048, true, false, v2048, n2);
+    bench("out_proj + residual, 2048 x 4096", 2048, 4096, false, true, v4096, n4);
+    bench("lm_head, 248320 x 2048, fused final norm (every 16th row checked)", 248320, 2048, true, false, v2048, n2);
+    CK(cudaDeviceSynchronize());
+    printf("\n%s: %d failure(s)\n", g_failures ? "FAIL" : "all passed", g_failures);
+    return g_failures ? 1 : 0;
+}
