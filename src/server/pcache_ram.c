@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "server/pcache_tiers.h"
+#include "util/bigalloc.h"
 
 typedef struct {
     unsigned char *p;
@@ -61,7 +62,7 @@ int pc_ram_find(const srv_pcache *c, const int32_t *t, int n) {
 
 void pc_ram_drop(srv_pcache *c, int i) {
     c->ram_bytes -= c->ram[i].bytes;
-    free(c->ram[i].img);
+    lilac_big_free(c->ram[i].img, (size_t)c->ram[i].bytes);
     c->ram[i] = c->ram[--c->nr];
 }
 
@@ -98,15 +99,15 @@ int pc_ram_put(srv_pcache *c, const pc_slot *sl, int transient) {
         if (!nr) return -1;
         c->ram = nr, c->capr = cap;
     }
-    mem m = {malloc((size_t)bytes), 0, bytes};
+    const double t0 = pc_now_ms(); /* the time to keep it: its memory (pages supplied at once), then the copy */
+    mem m = {lilac_big_alloc((size_t)bytes), 0, bytes};
     if (!m.p) return -1;
     lilac_error e = {0};
-    const double t0 = pc_now_ms();
     lilac_status st = lilac_session_save(sl->s, sl->anchor ? SNAP_FLAG_ANCHOR : 0, mem_write, &m, &e);
     c->ram_save_ms += pc_now_ms() - t0;
     if (st || m.off != bytes) {
         fprintf(stderr, "%s: warning: prefix cache: not kept in RAM: %s\n", c->who, st ? e.msg : "short image");
-        free(m.p);
+        lilac_big_free(m.p, (size_t)bytes);
         return -1;
     }
     c->ram_saves++;
@@ -131,6 +132,6 @@ lilac_status pc_ram_take(srv_pcache *c, int i, lilac_session *s, uint32_t *flags
 }
 
 void pc_ram_free(srv_pcache *c) {
-    for (int i = 0; i < c->nr; i++) free(c->ram[i].img);
+    for (int i = 0; i < c->nr; i++) lilac_big_free(c->ram[i].img, (size_t)c->ram[i].bytes);
     free(c->ram);
 }

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "session_fed.h"
 #include "lilac.h"
+#include "util/bigalloc.h"
 #include "util/hash.h"
 
 #define TINY "tests/fixtures/tiny"
@@ -123,14 +124,43 @@ static void test_hash_vectors(void) {
     const char *s = "Nobody inspects the spammish repetition";
     CHECK(lilac_hash64(s, strlen(s), 0) == 0xFBCEA83C8A378BF1ULL, "39 bytes: %016llx",
           (unsigned long long)lilac_hash64(s, strlen(s), 0));
-    /* streaming in uneven pieces equals one shot */
-    unsigned char buf[1000];
-    for (int i = 0; i < 1000; i++) buf[i] = (unsigned char)(i * 131 + 7);
-    lilac_hash h;
-    lilac_hash_init(&h, 9);
-    for (size_t off = 0, k = 1; off < sizeof buf; off += k, k = k * 3 % 37 + 1)
-        lilac_hash_update(&h, buf + off, off + k > sizeof buf ? sizeof buf - off : k);
-    CHECK(lilac_hash_final(&h) == lilac_hash64(buf, sizeof buf, 9), "streamed");
+    /* many stripes, then an 8-, a 4- and 1-byte tail (values of an independent XXH64) */
+    unsigned char buf[1007];
+    for (int i = 0; i < (int)sizeof buf; i++) buf[i] = (unsigned char)(i * 131 + 7);
+    CHECK(lilac_hash64(buf, 1007, 0) == 0x3B58C970CFD980F8ULL, "1007 bytes: %016llx",
+          (unsigned long long)lilac_hash64(buf, 1007, 0));
+    CHECK(lilac_hash64(buf, 1007, 9) == 0x088F2247D1D3F637ULL, "1007 bytes, seed 9");
+    CHECK(lilac_hash64(buf, 1000, 9) == 0x2578C9881CB00EFCULL, "1000 bytes, seed 9");
+    /* streaming in uneven pieces (empty ones, pieces across and within stripes) equals one shot */
+    for (size_t first = 0; first < 70; first += 7) {
+        lilac_hash h;
+        lilac_hash_init(&h, 9);
+        lilac_hash_update(&h, buf, first);
+        for (size_t off = first, i = 0, k = 0; off < 1000; off += k, k = i++ * 13 % 71) /* k: 0, 13, 26, ..., 0, ... */
+            lilac_hash_update(&h, buf + off, off + k > 1000 ? 1000 - off : k);
+        CHECK(lilac_hash_final(&h) == 0x2578C9881CB00EFCULL, "streamed after %zu bytes", first);
+    }
+    /* unaligned starts */
+    for (int a = 1; a < 8; a++) {
+        unsigned char *q = malloc(1000 + 8);
+        REQUIRE(q, "malloc");
+        memcpy(q + a, buf, 1000);
+        CHECK(lilac_hash64(q + a, 1000, 9) == 0x2578C9881CB00EFCULL, "at offset %d", a);
+        free(q);
+    }
+}
+
+/* The RAM tier's images: mapped with their pages from 1 MiB, malloc below; every byte writable. */
+static void test_big_alloc(void) {
+    const size_t sizes[] = {1, 4096, ((size_t)1 << 20) - 1, (size_t)1 << 20, ((size_t)9 << 20) + 123};
+    for (int i = 0; i < N_(sizes); i++) {
+        unsigned char *p = lilac_big_alloc(sizes[i]);
+        REQUIRE(p, "%zu bytes", sizes[i]);
+        memset(p, 0xa5, sizes[i]);
+        CHECK(p[0] == 0xa5 && p[sizes[i] - 1] == 0xa5, "%zu bytes", sizes[i]);
+        lilac_big_free(p, sizes[i]);
+    }
+    lilac_big_free(NULL, 0);
 }
 
 static void test_round_trip(void) {
@@ -240,6 +270,75 @@ static void test_truncation(void) {
     lilac_session_free(b);
 }
 
+/* A session long enough that one attention layer's K (256 bytes a token on
+ * the tiny model) spans several of the blocks the snapshot hashes and moves
+ * at a time (256 KiB): saved and loaded through memory and a file it comes
+ * back byte for byte, the stored checksum is XXH64 of the rest in one shot,
+ * and a flipped byte or a cut deep inside a block is still rejected. */
+static void test_long_session(void) {
+    enum { LONG = 1100 };
+    int32_t *ids = malloc(LONG * sizeof *ids);
+    REQUIRE(ids, "alloc");
+    for (int i = 0; i < LONG; i++) ids[i] = (i * 37 + 11) % V;
+    lilac_session *a = fed(ids, LONG, LONG + 8), *b = fed(NULL, 0, LONG + 8);
+    REQUIRE(a && b, "setup");
+    mem m = saved(a);
+    REQUIRE(m.n == lilac_snapshot_bytes(eng, LONG), "size %zu", m.n);
+    uint64_t sum;
+    memcpy(&sum, m.p + m.n - 8, 8);
+    CHECK(sum == lilac_hash64(m.p, m.n - 8, 0), "the checksum is XXH64 of the file before it");
+    lilac_error e = {0};
+    CHECK(load_mem(b, m.p, m.n, &e) == LILAC_OK && lilac_session_len(b) == LONG, "load: %s", e.msg);
+    mem again = saved(b);
+    CHECK(again.n == m.n && memcmp(again.p, m.p, m.n) == 0, "saved again, the same bytes");
+    free(again.p);
+    /* a flip in the first K, past its first 256 KiB; cuts inside blocks */
+    const size_t k0 = LILAC_SNAP_HEADER + 4 * (size_t)LONG + 4 * (size_t)V;
+    const size_t flips[] = {k0 + 270000, k0 + 262143, k0 + 262144, m.n - 9};
+    for (int i = 0; i < N_(flips); i++) {
+        m.p[flips[i]] ^= 0x10;
+        CHECK(load_mem(b, m.p, m.n, &e) == LILAC_EFORMAT && lilac_session_len(b) == 0 && strstr(e.msg, "checksum"),
+              "byte %zu flipped: '%s'", flips[i], e.msg);
+        m.p[flips[i]] ^= 0x10;
+    }
+    const size_t cuts[] = {k0 + 1, k0 + 262144, k0 + 262145, k0 + 270000, m.n / 2, m.n - 8};
+    for (int i = 0; i < N_(cuts); i++)
+        CHECK(load_mem(b, m.p, cuts[i], &e) == LILAC_EFORMAT && lilac_session_len(b) == 0 && strstr(e.msg, "mem"),
+              "cut at %zu: '%s'", cuts[i], e.msg);
+    CHECK(empty_and_usable(b), "after the bad loads");
+
+    char dir[] = "/tmp/lilac_snapXXXXXX", path[256];
+    char *made = mkdtemp(dir);
+    REQUIRE(made, "mkdtemp");
+    snprintf(path, sizeof path, "%s/long.lsnap", dir);
+    CHECK(lilac_session_save_file(a, path, 0, &e) == LILAC_OK, "save_file: %s", e.msg);
+    CHECK(lilac_session_load_file(b, path, NULL, &e) == LILAC_OK, "load_file: %s", e.msg);
+    again = saved(b);
+    CHECK(again.n == m.n && memcmp(again.p, m.p, m.n) == 0, "through a file, the same bytes");
+    free(again.p);
+    /* an image written as it is, in pieces of the early writeback (8 MiB) and a tail */
+    const size_t big = ((size_t)17 << 20) + 4099;
+    unsigned char *img = malloc(big), *back = malloc(big);
+    REQUIRE(img && back, "alloc");
+    memcpy(img, m.p, LILAC_SNAP_HEADER);
+    for (size_t i = LILAC_SNAP_HEADER; i < big; i++) img[i] = (unsigned char)(i * 2654435761u >> 13);
+    snprintf(path, sizeof path, "%s/img.lsnap", dir);
+    CHECK(lilac_snapshot_write_file(img, big, path, &e) == LILAC_OK, "write_file: %s", e.msg);
+    FILE *f = fopen(path, "rb");
+    REQUIRE(f, "open %s", path);
+    CHECK(fread(back, 1, big, f) == big && fgetc(f) == EOF && memcmp(img, back, big) == 0, "the file is the image");
+    fclose(f);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+    free(img);
+    free(back);
+    free(m.p);
+    free(ids);
+    lilac_session_free(a);
+    lilac_session_free(b);
+}
+
 static void test_corruption(void) {
     lilac_session *a = fed(P, N_(P), CTX), *b = fed(NULL, 0, CTX);
     REQUIRE(a && b, "setup");
@@ -342,8 +441,10 @@ int main(int argc, char **argv) {
     lilac_engine_get_info(eng, &info);
     V = info.vocab_size;
     RUN(test_hash_vectors);
+    RUN(test_big_alloc);
     RUN(test_round_trip);
     RUN(test_truncation);
+    RUN(test_long_session);
     RUN(test_corruption);
     RUN(test_other_model);
     RUN(test_bad_inputs);
