@@ -109,6 +109,21 @@ for l in a:
             echo "words $w, restart:"; WORDS=$w LILAC=$B/lilac LILAC_FLAGS="--backend cuda" MODEL=/tmp/full CTX=40000 timeout 240 sh tools/cache_restart_bench.sh 2>&1 | tee -a "$OUT/gpucache.txt"
             echo "words $w, RAM tier:"; WORDS=$w LILAC=$B/lilac LILAC_FLAGS="--backend cuda" MODEL=/tmp/full CTX=40000 CACHE_RAM=8G timeout 240 sh tools/cache_ram_bench.sh 2>&1 | tee -a "$OUT/gpucache.txt"
         done ;;
+    gdnrace) # the DeltaNet chunk kernel under racecheck and memcheck, calls of up to 100 tokens
+        [ -x build/kernels/gdn_chunk_test ] || sh bench/kernels/build_gdn.sh > /dev/null
+        for tool in racecheck memcheck; do
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_chunk_test --small > "$OUT/${tool}_gdn_small.log" 2>&1
+            echo "$tool gdn --small rc=$?"; grep -E "SUMMARY|all ok|FAIL" "$OUT/${tool}_gdn_small.log" | head -3
+        done ;;
+    gemvmma) # the tensor-core decode GEMV workshop: correctness and timing, then memcheck
+        [ -x build/kernels/gemv_mma_test ] || sh bench/kernels/build_gemv_mma.sh > "$OUT/build_gemv_mma.log" 2>&1
+        timeout 150 build/kernels/gemv_mma_test 2>&1 | tee "$OUT/gemv_mma.log" | tail -40
+        timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/kernels/gemv_mma_test --quick > "$OUT/memcheck_gemv_mma.log" 2>&1
+        echo "memcheck gemv_mma rc=$?"; grep SUMMARY "$OUT/memcheck_gemv_mma.log" ;;
+    persist) # the persistent decode chain workshop
+        [ -x build/kernels/persist_chain_test ] || sh bench/kernels/build_persist.sh > "$OUT/build_persist.log" 2>&1
+        timeout 120 build/kernels/persist_chain_test 2>&1 | tee "$OUT/persist.log" | tail -14 ;;
+    pcache) timeout 120 $B/tests/test_gpu_pcache 2>&1 | tee "$OUT/pcache.log" | tail -3 ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
     gemvab) for k in auto engine; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 150 $B/lilac bench --synthetic --decode 4096 -n 256 2>&1 | tee "$OUT/bench_4k_gemv_$k.txt"; done ;;
     esac
