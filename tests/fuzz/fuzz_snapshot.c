@@ -40,8 +40,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     }
     const char *seed = getenv("LILAC_SNAP_SEED");
     if (seed) {
-        const int32_t ids[] = {3, 141, 59, 26, 53};
-        if (lilac_session_feed(sess, ids, 5, NULL, 0, &e) || lilac_session_save_file(sess, seed, 1, &e)) {
+        /* 48 positions: with their K/V the snapshot (about 290 KB) spans two of the
+         * loader's 256 KiB hashing blocks, so mutations reach the block edge */
+        int32_t ids[48];
+        for (int i = 0; i < 48; i++) ids[i] = (int32_t)((i * 141 + 3) % 500);
+        if (lilac_session_feed(sess, ids, 48, NULL, 0, &e) || lilac_session_save_file(sess, seed, 1, &e)) {
             fprintf(stderr, "fuzz_snapshot: seed: %s\n", e.msg);
             exit(1);
         }

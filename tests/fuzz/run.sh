@@ -23,7 +23,7 @@ for f in "$BUILD"/fuzz/fuzz_*; do
         fuzz_stop) printf '\001\003END\004Hello E\005ND of\002 it' > "$corpus/a" ;;
     esac
     maxlen=65536
-    [ "$name" = fuzz_snapshot ] && maxlen=262144 # a whole tiny-model snapshot (~240 KB)
+    [ "$name" = fuzz_snapshot ] && maxlen=393216 # a whole tiny-model snapshot of 48 positions (~290 KB)
     echo "== $name ($SECS s)"
     if "$f" -max_total_time="$SECS" -max_len=$maxlen -rss_limit_mb=2048 "$corpus" > "$corpus.log" 2>&1; then
         tail -n 1 "$corpus.log"
