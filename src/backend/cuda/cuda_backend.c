@@ -211,13 +211,8 @@ static lilac_status upload_layer(lilac_backend *b, int l, lilac_error *e) {
         return st;
     /* views of the fused shared gate|up */
     const int Is = c->shared_inter;
-    const size_t wpr = (size_t)cl->sh_gu.cols * cl->sh_gu.bits / 32, gpr = (size_t)cl->sh_gu.cols / LC_GROUP;
-    cl->sh_gate = cl->sh_gu;
-    cl->sh_gate.rows = Is;
-    cl->sh_up = cl->sh_gate;
-    cl->sh_up.w += (size_t)Is * wpr;
-    cl->sh_up.s += (size_t)Is * gpr;
-    cl->sh_up.b += (size_t)Is * gpr;
+    cl->sh_gate = lc_qmat_rows(&cl->sh_gu, 0, Is);
+    cl->sh_up = lc_qmat_rows(&cl->sh_gu, Is, Is);
     const lc_qmat *gv[] = {&cl->in_proj, &cl->out_proj, &cl->router, &cl->gate, &cl->down, &cl->sh_gu, &cl->sh_down};
     const char *names[] = {"the input projection", "the output projection", "the router", "the expert gate/up",
                            "the expert down projection", "the shared expert", "the shared expert's down projection"};

@@ -14,6 +14,7 @@
 #define LILAC_CUDA_OPS_H
 
 #include <cuda_runtime_api.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -29,6 +30,17 @@ typedef struct {
     const uint16_t *b; /* [n_mat][rows][cols / 64] bf16 biases */
     int rows, cols, bits, n_mat;
 } lc_qmat;
+/* Rows [r0, r0 + n) of a plain (n_mat 1) matrix, as a matrix of its own: the
+ * views of fused matrices (the shared expert's gate|up, the router's
+ * experts | shared-expert gate). */
+static inline lc_qmat lc_qmat_rows(const lc_qmat *m, int r0, int n) {
+    lc_qmat v = *m;
+    v.w += (size_t)r0 * (size_t)(m->cols * m->bits / 32);
+    v.s += (size_t)r0 * (size_t)(m->cols / LC_GROUP);
+    v.b += (size_t)r0 * (size_t)(m->cols / LC_GROUP);
+    v.rows = n;
+    return v;
+}
 
 /* Per-state control block in device memory (one per session state). */
 typedef struct {

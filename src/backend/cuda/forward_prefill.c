@@ -59,16 +59,6 @@ static lc_xpack pack_for(const lilac_backend *b, const lc_qmat *W) {
     return p;
 }
 
-/* Rows [r0, r0 + n) of a plain (n_mat 1) quantised matrix, as a matrix. */
-static lc_qmat router_rows(const lc_qmat *m, int r0, int n) {
-    lc_qmat v = *m;
-    v.w += (size_t)r0 * (size_t)(m->cols * m->bits / 32);
-    v.s += (size_t)r0 * (size_t)(m->cols / LC_GROUP);
-    v.b += (size_t)r0 * (size_t)(m->cols / LC_GROUP);
-    v.rows = n;
-    return v;
-}
-
 static int moe_f16(const lilac_backend *b, const cuda_layer *cl) {
     return b->f16 && lc_qgemm_h_supported(&cl->gate) && lc_qgemm_h_supported(&cl->down) && cl->gate.rows % 128 == 0;
 }
@@ -114,7 +104,7 @@ lilac_status cuda_enqueue_prefill(lilac_backend *b, lilac_state *s, const int32_
         const int mf = moe_f16(b, cl);
         /* the router's last row (the shared-expert gate) is a dot taken in the pack;
          * the GEMM runs the E expert rows, two whole 128-row tiles */
-        const lc_qmat rexp = router_rows(&cl->router, 0, E), rgate = router_rows(&cl->router, E, 1);
+        const lc_qmat rexp = lc_qmat_rows(&cl->router, 0, E), rgate = lc_qmat_rows(&cl->router, E, 1);
         LC_CHECK(lc_pack_dot(b->h, D, T, D, cl->post_norm, c->rms_eps, &b->xp, mf ? &b->xh : NULL, &rgate, b->rl + E,
                              E + 1, st));
         MARK(PP_OTHER);
