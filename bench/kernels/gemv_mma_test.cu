@@ -87,15 +87,7 @@
 
 #include "backend/cuda/decode/gemv_stream.cuh"
 #include "backend/cuda/mma.cuh"
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t err_ = (x);                                                                \
-        if (err_) {                                                                            \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "workshop.h"
 
 static int g_quick = 0, g_failures = 0;
 static double g_copy_gbs = 0;
@@ -516,69 +508,6 @@ static cudaError_t launch(const lc_qmat &W, const float *x, const float *norm_w,
 
 /* ---- host: data, reference, timing (as gemv_test.cu) -------------------------- */
 
-struct hmat { /* host copy of one matrix */
-    std::vector<uint32_t> w;
-    std::vector<uint16_t> s, b;
-};
-
-static lc_qmat make_qmat(int rows, int cols, uint64_t seed) {
-    lc_qmat m = {};
-    m.rows = rows, m.cols = cols, m.bits = 4, m.n_mat = 1;
-    const size_t wn = (size_t)rows * cols / 8, gn = (size_t)rows * cols / 64;
-    uint32_t *w;
-    uint16_t *s, *b;
-    CK(cudaMalloc(&w, wn * 4));
-    CK(cudaMalloc(&s, gn * 2));
-    CK(cudaMalloc(&b, gn * 2));
-    /* the engine's synthetic weights (cuda_backend.c): std ~0.02 */
-    const float s0 = 0.02f / 4.6f, mid = 7.5f;
-    CK(lc_fill_u32(w, wn, seed, 0));
-    CK(lc_fill_bf16(s, gn, seed + 1, 0.9f * s0, 1.1f * s0, 0));
-    CK(lc_fill_bf16(b, gn, seed + 2, -mid * 1.1f * s0, -mid * 0.9f * s0, 0));
-    m.w = w, m.s = s, m.b = b;
-    return m;
-}
-static void free_qmat(lc_qmat &m) { cudaFree((void *)m.w), cudaFree((void *)m.s), cudaFree((void *)m.b); }
-static size_t qbytes(const lc_qmat &m) { return (size_t)m.rows * m.cols / 2 + (size_t)m.rows * m.cols / 64 * 4; }
-
-static void to_host(const lc_qmat &m, hmat &h) {
-    const size_t wn = (size_t)m.rows * m.cols / 8, gn = (size_t)m.rows * m.cols / 64;
-    h.w.resize(wn), h.s.resize(gn), h.b.resize(gn);
-    CK(cudaMemcpy(h.w.data(), m.w, wn * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(h.s.data(), m.s, gn * 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(h.b.data(), m.b, gn * 2, cudaMemcpyDeviceToHost));
-}
-static double bfh(uint16_t v) {
-    uint32_t u = (uint32_t)v << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static double ref_dot(const hmat &h, int cols, int r, const double *x) {
-    const uint32_t *w = h.w.data() + (size_t)r * cols / 8;
-    double acc = 0;
-    for (int g = 0; g < cols / 64; g++) {
-        const double s = bfh(h.s[(size_t)r * cols / 64 + g]), b = bfh(h.b[(size_t)r * cols / 64 + g]);
-        for (int c = g * 64; c < g * 64 + 64; c++) acc += (s * ((w[c / 8] >> (4 * (c % 8))) & 15u) + b) * x[c];
-    }
-    return acc;
-}
-static float *up_f32(const std::vector<float> &v) {
-    float *d;
-    CK(cudaMalloc(&d, v.size() * 4));
-    CK(cudaMemcpy(d, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
-    return d;
-}
-static std::vector<float> rnd(size_t n, uint64_t seed, float lo, float hi) {
-    std::vector<float> v(n);
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        v[i] = lo + (hi - lo) * (float)((x >> 40) * (1.0 / 16777216.0));
-    }
-    return v;
-}
-
 /* max |d| / max |ref| over the rows checked (every `stride`-th) */
 static double rel_err(const std::vector<double> &ref, const float *dy, int stride) {
     std::vector<float> got(ref.size());
@@ -590,40 +519,6 @@ static double rel_err(const std::vector<double> &ref, const float *dy, int strid
         maxref = fmax(maxref, fabs(ref[i]));
     }
     return maxd / maxref;
-}
-
-/* µs per launch in a graph of n back-to-back launches, best of the replays */
-static double time_graph(void (*fn)(int, cudaStream_t, void *), void *ctx, int n) {
-    cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < n; i++) fn(i, st, ctx);
-    CK(cudaStreamEndCapture(st, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    CK(cudaGraphLaunch(ge, st)); /* warm-up */
-    CK(cudaStreamSynchronize(st));
-    const int trials = g_quick ? 1 : 20;
-    double best = 1e30;
-    for (int t = 0; t < trials; t++) {
-        CK(cudaEventRecord(a, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(b, st));
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        best = fmin(best, ms * 1e3 / n);
-    }
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
-    CK(cudaStreamDestroy(st));
-    return best;
 }
 
 /* ---- one shape: the engine's default beside the tensor-core variants ---------- */
@@ -648,17 +543,17 @@ static void dense_run(int rep, cudaStream_t st, void *p) {
 static void bench(const char *what, int rows, int cols, bool norm, bool residual, const variant *vs, int nv) {
     const int stride = rows > 100000 ? 16 : 1;
     const int qrows = g_quick && rows > 100000 ? 16384 : rows; /* --quick: a slice of lm_head */
-    lc_qmat m0 = make_qmat(qrows, cols, 1000 + rows);
+    lc_qmat m0 = make_qmat(qrows, cols, 1, 1000 + rows);
     const size_t want = (size_t)400 << 20; /* well beyond the 60 MB L2 */
     const int copies = g_quick ? 1 : (int)((want + qbytes(m0) - 1) / qbytes(m0));
     dense d = {};
     d.W.push_back(m0);
-    for (int i = 1; i < copies; i++) d.W.push_back(make_qmat(qrows, cols, 5000 + 7 * i + rows));
+    for (int i = 1; i < copies; i++) d.W.push_back(make_qmat(qrows, cols, 1, 5000 + 7 * i + rows));
     std::vector<float> hx = rnd(cols, 11, -1.f, 1.f), hn = rnd(cols, 12, 0.5f, 1.5f), hr = rnd(qrows, 13, -1.f, 1.f);
     d.x = up_f32(hx), d.nw = norm ? up_f32(hn) : nullptr, d.res = residual ? up_f32(hr) : nullptr;
     CK(cudaMalloc(&d.y, (size_t)qrows * 4));
     hmat h;
-    to_host(m0, h);
+    to_host(m0, 0, h);
     std::vector<double> xd(cols), ref(qrows, 0.0);
     double ss = 0;
     for (int c = 0; c < cols; c++) ss += (double)hx[c] * hx[c];
@@ -675,38 +570,12 @@ static void bench(const char *what, int rows, int cols, bool norm, bool residual
         CK(cudaDeviceSynchronize());
         const double e = rel_err(ref, d.y, stride);
         const bool ok = e <= 1e-5;
-        const double us = time_graph(dense_run, &d, g_quick ? 2 : 40), gbs = qbytes(m0) / (us * 1e-6) / 1e9;
+        const double us = time_graph(dense_run, &d, g_quick ? 2 : 40, g_quick ? 1 : 20), gbs = qbytes(m0) / (us * 1e-6) / 1e9;
         printf("  %-36s %9.2f %9.0f %7.1f%%  %10.3g  %s\n", vs[v].name, us, gbs, 100.0 * gbs / g_copy_gbs, e, ok ? "PASS" : "FAIL");
         if (!ok) g_failures++;
     }
     for (auto &w : d.W) free_qmat(w);
     cudaFree((void *)d.x), cudaFree((void *)d.nw), cudaFree((void *)d.res), cudaFree(d.y);
-}
-
-static double copy_gbs() { /* read + write of a 1 GiB cudaMemcpy */
-    const size_t n = g_quick ? ((size_t)64 << 20) : ((size_t)1 << 30);
-    void *a, *b;
-    CK(cudaMalloc(&a, n));
-    CK(cudaMalloc(&b, n));
-    CK(cudaMemset(a, 1, n));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
-    float best = 1e30f;
-    for (int t = 0; t < (g_quick ? 1 : 5); t++) {
-        CK(cudaEventRecord(e0));
-        CK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        best = fminf(best, ms);
-    }
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-    cudaFree(a), cudaFree(b);
-    return 2.0 * n / (best * 1e-3) / 1e9;
 }
 
 int main(int argc, char **argv) {
@@ -716,7 +585,7 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("gemv_mma_test on %s, %d SMs, L2 %d MB%s\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20,
            g_quick ? " (--quick)" : "");
-    g_copy_gbs = copy_gbs();
+    g_copy_gbs = copy_gbs(g_quick ? ((size_t)64 << 20) : ((size_t)1 << 30), g_quick ? 1 : 5); /* read + write of 1 GiB */
     printf("device-to-device copy: %.0f GB/s\n", g_copy_gbs);
     printf("timing: graph of %d back-to-back launches (PDL on), best of %d replays; rel err = max|d| / max|ref| vs CPU fp64\n",
            g_quick ? 2 : 40, g_quick ? 1 : 20);

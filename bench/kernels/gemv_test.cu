@@ -33,15 +33,7 @@
 #include <vector>
 
 #include "backend/cuda/decode/gemv_stream.cuh"
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t err_ = (x);                                                                \
-        if (err_) {                                                                            \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "workshop.h"
 
 static int g_quick = 0, g_failures = 0, g_sms = 132;
 static double g_copy_gbs = 0;
@@ -65,78 +57,6 @@ static void run_persist(const lc_qmat &W, const float *x, const float *nw, float
 
 /* ---- host: data, reference, timing --------------------------------------- */
 
-struct hmat { /* host copy of one stacked matrix */
-    std::vector<uint32_t> w;
-    std::vector<uint16_t> s, b;
-};
-
-static lc_qmat make_qmat(int rows, int cols, int n_mat, uint64_t seed) {
-    lc_qmat m = {};
-    m.rows = rows, m.cols = cols, m.bits = 4, m.n_mat = n_mat;
-    const size_t wn = (size_t)n_mat * rows * cols / 8, gn = (size_t)n_mat * rows * cols / 64;
-    uint32_t *w;
-    uint16_t *s, *b;
-    CK(cudaMalloc(&w, wn * 4));
-    CK(cudaMalloc(&s, gn * 2));
-    CK(cudaMalloc(&b, gn * 2));
-    /* the engine's synthetic weights (cuda_backend.c): std ~0.02 */
-    const float s0 = 0.02f / 4.6f, mid = 7.5f;
-    CK(lc_fill_u32(w, wn, seed, 0));
-    CK(lc_fill_bf16(s, gn, seed + 1, 0.9f * s0, 1.1f * s0, 0));
-    CK(lc_fill_bf16(b, gn, seed + 2, -mid * 1.1f * s0, -mid * 0.9f * s0, 0));
-    m.w = w, m.s = s, m.b = b;
-    return m;
-}
-static void free_qmat(lc_qmat &m) {
-    cudaFree((void *)m.w), cudaFree((void *)m.s), cudaFree((void *)m.b);
-}
-static size_t qbytes(const lc_qmat &m) { return (size_t)m.rows * m.cols / 2 + (size_t)m.rows * m.cols / 64 * 4; }
-
-/* rows [e*rows, (e+1)*rows) of matrix e into h */
-static void to_host(const lc_qmat &m, int e, hmat &h) {
-    const size_t wpr = m.cols / 8, gpr = m.cols / 64, off = (size_t)e * m.rows;
-    h.w.resize(wpr * m.rows), h.s.resize(gpr * m.rows), h.b.resize(gpr * m.rows);
-    CK(cudaMemcpy(h.w.data(), m.w + off * wpr, h.w.size() * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(h.s.data(), m.s + off * gpr, h.s.size() * 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(h.b.data(), m.b + off * gpr, h.b.size() * 2, cudaMemcpyDeviceToHost));
-}
-static double bfh(uint16_t v) {
-    uint32_t u = (uint32_t)v << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static double ref_dot(const hmat &h, int cols, int r, const double *x) {
-    const uint32_t *w = h.w.data() + (size_t)r * cols / 8;
-    double acc = 0;
-    for (int g = 0; g < cols / 64; g++) {
-        const double s = bfh(h.s[(size_t)r * cols / 64 + g]), b = bfh(h.b[(size_t)r * cols / 64 + g]);
-        for (int c = g * 64; c < g * 64 + 64; c++) acc += (s * ((w[c / 8] >> (4 * (c % 8))) & 15u) + b) * x[c];
-    }
-    return acc;
-}
-
-static std::vector<float> dl(const float *d, size_t n) {
-    std::vector<float> v(n);
-    CK(cudaMemcpy(v.data(), d, n * 4, cudaMemcpyDeviceToHost));
-    return v;
-}
-static float *up_f32(const std::vector<float> &v) {
-    float *d;
-    CK(cudaMalloc(&d, v.size() * 4));
-    CK(cudaMemcpy(d, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
-    return d;
-}
-static std::vector<float> rnd(size_t n, uint64_t seed, float lo, float hi) {
-    std::vector<float> v(n);
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        v[i] = lo + (hi - lo) * (float)((x >> 40) * (1.0 / 16777216.0));
-    }
-    return v;
-}
-
 /* rows checked every `stride` (lm_head: a subset keeps the CPU reference short) */
 struct check {
     double maxd, maxref;
@@ -154,40 +74,6 @@ static check compare(const std::vector<double> &ref, const std::vector<float> &g
     return c;
 }
 
-
-/* µs per launch in a graph of n back-to-back launches, best of `trials` replays */
-static double time_graph(void (*fn)(int, cudaStream_t, void *), void *ctx, int n) {
-    cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < n; i++) fn(i, st, ctx);
-    CK(cudaStreamEndCapture(st, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    CK(cudaGraphLaunch(ge, st)); /* warm-up */
-    CK(cudaStreamSynchronize(st));
-    const int trials = g_quick ? 1 : 20;
-    double best = 1e30;
-    for (int t = 0; t < trials; t++) {
-        CK(cudaEventRecord(a, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(b, st));
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        best = fmin(best, ms * 1e3 / n);
-    }
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
-    CK(cudaStreamDestroy(st));
-    return best;
-}
 
 static void row(const char *name, double us, double bytes, check c) {
     const double gbs = bytes / (us * 1e-6) / 1e9;
@@ -260,7 +146,7 @@ static void bench_dense(const char *what, int rows, int cols, bool norm, bool re
         fn(0, 0, &d);
         CK(cudaDeviceSynchronize());
         const check c = compare(ref, dl(d.y, rows), stride);
-        const double us = time_graph(fn, &d, n);
+        const double us = time_graph(fn, &d, n, g_quick ? 1 : 20);
         row(v == -2 ? "0 engine (LILAC_GEMV=engine)" : v == -1 ? "0 engine default (by shape)" : vs[v].name, us,
             (double)qbytes(m0), c);
     }
@@ -371,7 +257,7 @@ static void bench_moe() {
         moe_gu(0, 0, &m);
         CK(cudaDeviceSynchronize());
         const check c = compare(aref, dl(m.act, (KX + 1) * I_), 1);
-        row(gun[v], time_graph(moe_gu, &m, n), gub, c);
+        row(gun[v], time_graph(moe_gu, &m, n, g_quick ? 1 : 20), gub, c);
     }
     const char *dnn[] = {"0 engine (LILAC_GEMV=engine)", "0 engine default (by shape)", "1 stream 4 warps", "1 stream 8 warps"};
     header("MoE down + combine + residual, 9 x 2048x512", dnb / 1e6, copies);
@@ -381,7 +267,7 @@ static void bench_moe() {
         moe_dn(0, 0, &m);
         CK(cudaDeviceSynchronize());
         const check c = compare(href, dl(m.h, D_), 1);
-        row(dnn[v], time_graph(moe_dn, &m, n), dnb, c); /* h accumulates during timing: only time is read */
+        row(dnn[v], time_graph(moe_dn, &m, n, g_quick ? 1 : 20), dnb, c); /* h accumulates during timing: only time is read */
     }
     free_qmat(m.gate), free_qmat(m.up), free_qmat(m.down);
     for (int i = 0; i < copies; i++) free_qmat(m.sgu[i]), free_qmat(m.sdown[i]);
@@ -424,27 +310,8 @@ int main(int argc, char **argv) {
     printf("gemv_test on %s, %d SMs, L2 %d MB%s\n", prop.name, g_sms, prop.l2CacheSize >> 20, g_quick ? " (--quick)" : "");
     {   /* copy bandwidth: read + write of a 1 GiB cudaMemcpy */
         const size_t n = g_quick ? ((size_t)64 << 20) : ((size_t)1 << 30);
-        void *a, *b;
-        CK(cudaMalloc(&a, n));
-        CK(cudaMalloc(&b, n));
-        CK(cudaMemset(a, 1, n));
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
-        CK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
-        float best = 1e30f;
-        for (int t = 0; t < (g_quick ? 1 : 5); t++) {
-            CK(cudaEventRecord(e0));
-            CK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            best = fminf(best, ms);
-        }
-        g_copy_gbs = 2.0 * n / (best * 1e-3) / 1e9;
+        g_copy_gbs = copy_gbs(n, g_quick ? 1 : 5);
         printf("device-to-device copy: %.0f GB/s (read + write of %zu MiB)\n", g_copy_gbs, n >> 20);
-        cudaFree(a), cudaFree(b);
     }
     printf("timing: graph of %d back-to-back launches (PDL on), best of %d replays; error vs CPU fp64\n", g_quick ? 2 : 40,
            g_quick ? 1 : 20);
@@ -493,7 +360,7 @@ int main(int argc, char **argv) {
         printf("  %-34s %9s %9s %8s\n", "variant", "us/pair", "GB/s", "% copy");
         for (int v = 0; v < (int)(sizeof cv / sizeof *cv); v++) {
             c.var = v;
-            const double us = time_graph(chain_pair, &c, pairs);
+            const double us = time_graph(chain_pair, &c, pairs, g_quick ? 1 : 20);
             const double gbs = mb * 1e6 / (us * 1e-6) / 1e9;
             printf("  %-34s %9.2f %9.0f %7.1f%%\n", cv[v].name, us, gbs, 100.0 * gbs / g_copy_gbs);
         }

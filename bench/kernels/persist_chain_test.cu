@@ -49,19 +49,11 @@
 
 #include "backend/cuda/decode/gemv_stream.cuh" /* qdot.cuh's dequantisation, cp16 / cp_commit / cp_wait, mat_view */
 #include "backend/cuda/mma.cuh"                /* mbarriers */
+#include "workshop.h"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #error "sm_90 only (cp.async.bulk, mbarrier transaction counts, red.release)"
 #endif
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t err_ = (x);                                                                \
-        if (err_) {                                                                            \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
 
 using namespace gemv_stream;
 
@@ -390,36 +382,6 @@ static void launch_chain(const variant &v, chain_args a, int grid, cudaStream_t 
     g_count += 2u * a.pairs * grid;
 }
 
-static lc_qmat make_qmat(int rows, int cols, int n_mat, uint64_t seed) {
-    lc_qmat m = {};
-    m.rows = rows, m.cols = cols, m.bits = 4, m.n_mat = n_mat;
-    const size_t wn = (size_t)n_mat * rows * cols / 8, gn = (size_t)n_mat * rows * cols / 64;
-    uint32_t *w;
-    uint16_t *s, *b;
-    CK(cudaMalloc(&w, wn * 4));
-    CK(cudaMalloc(&s, gn * 2));
-    CK(cudaMalloc(&b, gn * 2));
-    const float s0 = 0.02f / 4.6f, mid = 7.5f; /* the engine's synthetic weights (cuda_backend.c): std ~0.02 */
-    CK(lc_fill_u32(w, wn, seed, 0));
-    CK(lc_fill_bf16(s, gn, seed + 1, 0.9f * s0, 1.1f * s0, 0));
-    CK(lc_fill_bf16(b, gn, seed + 2, -mid * 1.1f * s0, -mid * 0.9f * s0, 0));
-    m.w = w, m.s = s, m.b = b;
-    return m;
-}
-static std::vector<float> rnd(size_t n, uint64_t seed, float lo, float hi) {
-    std::vector<float> v(n);
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        v[i] = lo + (hi - lo) * (float)((x >> 40) * (1.0 / 16777216.0));
-    }
-    return v;
-}
-static std::vector<float> dl(const float *d, size_t n) {
-    std::vector<float> v(n);
-    CK(cudaMemcpy(v.data(), d, n * 4, cudaMemcpyDeviceToHost));
-    return v;
-}
 /* max |got - ref| / max |ref| (infinite where got is not finite) */
 static double rel_err(const std::vector<float> &ref, const std::vector<float> &got) {
     double md = 0, mr = 0;
@@ -501,29 +463,8 @@ int main(int argc, char **argv) {
     printf("persist_chain_test on %s, %d SMs, L2 %d MB%s\n", prop.name, sms, prop.l2CacheSize >> 20, g_quick ? " (--quick)" : "");
     {   /* copy bandwidth: read + write of a 1 GiB cudaMemcpy */
         const size_t n = g_quick ? ((size_t)64 << 20) : ((size_t)1 << 30);
-        void *x, *y;
-        CK(cudaMalloc(&x, n));
-        CK(cudaMalloc(&y, n));
-        CK(cudaMemset(x, 1, n));
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
-        CK(cudaMemcpy(y, x, n, cudaMemcpyDeviceToDevice));
-        float best = 1e30f;
-        for (int t = 0; t < (g_quick ? 1 : 5); t++) {
-            CK(cudaEventRecord(e0));
-            CK(cudaMemcpy(y, x, n, cudaMemcpyDeviceToDevice));
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            best = fminf(best, ms);
-        }
-        g_copy_gbs = 2.0 * n / (best * 1e-3) / 1e9;
+        g_copy_gbs = copy_gbs(n, g_quick ? 1 : 5);
         printf("device-to-device copy: %.0f GB/s (read + write of %zu MiB)\n", g_copy_gbs, n >> 20);
-        CK(cudaEventDestroy(e0));
-        CK(cudaEventDestroy(e1));
-        cudaFree(x), cudaFree(y);
     }
 
     chain c = {};

@@ -16,15 +16,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_ops.h"
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t err_ = (x);                                                                \
-        if (err_) {                                                                            \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "workshop.h"
 
 static int failures = 0;
 
