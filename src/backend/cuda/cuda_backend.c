@@ -240,6 +240,7 @@ static void cuda_close(lilac_backend *b) {
         if (b->host_mask[i]) cudaFreeHost(b->host_mask[i]);
     if (b->ev_mask) cudaEventDestroy(b->ev_mask);
     if (b->ev_token) cudaEventDestroy(b->ev_token);
+    cuda_state_io_free(b);
     if (b->st_copy) cudaStreamDestroy(b->st_copy);
     if (b->st) cudaStreamDestroy(b->st);
     free(b->allocs);
@@ -554,10 +555,8 @@ static lilac_status cuda_state_copy(lilac_backend *b, lilac_state *dst, const li
     return LILAC_OK;
 }
 
-/* Serialisation: the layout is in backend.h ("cuda-bf16-1").  Every device
- * buffer goes through a host staging buffer of at most STAGE bytes. */
-#define STAGE ((size_t)8 << 20)
-
+/* Serialisation: the layout is in backend.h ("cuda-bf16-1"); the copies
+ * through pinned staging are state_io.c's. */
 static size_t cuda_payload_bytes(const lilac_backend *b, int pos) {
     const lilac_config *c = &b->m->cfg;
     size_t kv = 2 * (size_t)pos * c->n_kv_heads * c->head_dim * 2;
@@ -565,55 +564,11 @@ static size_t cuda_payload_bytes(const lilac_backend *b, int pos) {
     return sizeof(lc_ctrl) + kv * c->n_attn_layers + lin * c->n_lin_layers;
 }
 
-/* One device buffer of n bytes to w (save) or from r (load), via stage. */
-static lilac_status xfer(void *dev, size_t n, unsigned char *stage, lilac_write_fn w, lilac_read_fn r, void *ctx,
-                         lilac_error *e) {
-    for (size_t off = 0; off < n; off += STAGE) {
-        const size_t k = n - off < STAGE ? n - off : STAGE;
-        lilac_status st;
-        if (w) {
-            LC_CHECK(cudaMemcpy(stage, (unsigned char *)dev + off, k, cudaMemcpyDeviceToHost));
-            if ((st = w(ctx, stage, k, e))) return st;
-        } else {
-            if ((st = r(ctx, stage, k, e))) return st;
-            LC_CHECK(cudaMemcpy((unsigned char *)dev + off, stage, k, cudaMemcpyHostToDevice));
-        }
-    }
-    return LILAC_OK;
-}
-
-static lilac_status cuda_state_io(lilac_backend *b, lilac_state *s, int pos, lilac_write_fn w, lilac_read_fn r,
-                                  void *ctx, lilac_error *e) {
-    const lilac_config *c = &b->m->cfg;
-    const size_t kv = (size_t)pos * c->n_kv_heads * c->head_dim * 2, cv = 2 * (size_t)(c->conv_kernel - 1) * c->conv_dim * 4,
-                 rc = (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim * 4;
-    LC_CHECK(cudaStreamSynchronize(b->st)); /* the state's last forward has finished */
-    unsigned char *stage = malloc(STAGE);
-    if (!stage) return lilac_fail(e, LILAC_ENOMEM, "state %s: staging buffer", w ? "save" : "load");
-    lilac_status st = xfer(s->ctrl, sizeof(lc_ctrl), stage, w, r, ctx, e);
-    if (!st && r) { /* the control block must agree with the header's position */
-        lc_ctrl ctl = {0};
-        if (cudaMemcpy(&ctl, s->ctrl, sizeof ctl, cudaMemcpyDeviceToHost) != cudaSuccess || ctl.pos != pos)
-            st = lilac_fail(e, LILAC_EFORMAT, "state load: the control block says position %d, not %d", ctl.pos, pos);
-    }
-    for (int i = 0; !st && i < c->n_attn_layers; i++)
-        if (!(st = xfer(s->kc[i], kv, stage, w, r, ctx, e))) st = xfer(s->vc[i], kv, stage, w, r, ctx, e);
-    for (int i = 0; !st && i < c->n_lin_layers; i++)
-        if (!(st = xfer(s->conv[i], cv, stage, w, r, ctx, e))) st = xfer(s->rec[i], rc, stage, w, r, ctx, e);
-    free(stage);
-    return st;
-}
-
-static lilac_status cuda_state_save(lilac_backend *b, const lilac_state *s, lilac_write_fn w, void *ctx,
-                                    lilac_error *e) {
-    return cuda_state_io(b, (lilac_state *)s, s->pos, w, NULL, ctx, e);
-}
-
 static lilac_status cuda_state_load(lilac_backend *b, lilac_state *s, int pos, lilac_read_fn r, void *ctx,
                                     lilac_error *e) {
     if (pos < 0 || pos > s->cap)
         return lilac_fail(e, LILAC_EINVAL, "state load: %d tokens do not fit a %d-token state", pos, s->cap);
-    lilac_status st = cuda_state_io(b, s, pos, NULL, r, ctx, e);
+    lilac_status st = cuda_state_load_io(b, s, pos, r, ctx, e);
     if (st) {
         cudaGetLastError();
         cuda_state_reset(b, s);
@@ -671,7 +626,7 @@ const lilac_backend_ops lilac_cuda_backend = {
     .state_bytes = cuda_state_bytes,
     .state_format = "cuda-bf16-1",
     .state_payload_bytes = cuda_payload_bytes,
-    .state_save = cuda_state_save,
+    .state_save = cuda_state_save_io,
     .state_load = cuda_state_load,
     .forward = cuda_forward,
     .device_name = cuda_device_name,

@@ -115,6 +115,10 @@ struct lilac_backend {
     uint32_t *host_mask[2];
     cudaStream_t st_copy;
     cudaEvent_t ev_mask, ev_token; /* mask uploaded; token read back */
+    /* state save/load (state_io.c): two staging buffers, made on first use */
+    unsigned char *io_stage[2];
+    int io_pinned[2];
+    cudaEvent_t io_ev[2]; /* the copy into (save) or out of (load) io_stage[i] is done */
 };
 
 struct lilac_state {
@@ -163,6 +167,11 @@ lilac_status cuda_forward(lilac_backend *b, lilac_state *s, const int32_t *ids, 
 lilac_status cuda_generate(lilac_backend *b, lilac_state *s, const lilac_gen_params *p, const int32_t *prompt, int n_prompt,
                            const float *logits_in, lilac_token_cb cb, void *ctx, int32_t *out, int *n_gen, int *n_fed,
                            lilac_finish *why, float *logits_out, lilac_error *e);
+/* state_io.c: the payload of a state at pos to w, or from r (the caller
+ * checks pos against the capacity and resets the state when a load fails) */
+lilac_status cuda_state_save_io(lilac_backend *b, const lilac_state *s, lilac_write_fn w, void *ctx, lilac_error *e);
+lilac_status cuda_state_load_io(lilac_backend *b, lilac_state *s, int pos, lilac_read_fn r, void *ctx, lilac_error *e);
+void cuda_state_io_free(lilac_backend *b);
 /* cuda_bench.c */
 lilac_status cuda_state_fill_random(lilac_backend *b, lilac_state *s, int n, uint64_t seed, lilac_error *e);
 lilac_status cuda_profile(lilac_backend *b, lilac_state *s, lilac_profile *p, lilac_error *e);
