@@ -258,35 +258,43 @@ __global__ void __launch_bounds__(THREADS, 2)
     }
 
     /* gates of value heads 2j, 2j+1 (threads 0..127: head tid>>6, token tid&63),
-     * then the inclusive cumulative log-decay by warp scans */
+     * then the inclusive cumulative log-decay by warp scans.  Full-block barriers:
+     * threads 128..255 have nothing to do before the planes go out and wait anyway,
+     * and compute-sanitizer's racecheck counts a named 128-thread barrier as a
+     * block barrier (it then reported the later K K^T and T reads as races). */
+    const int ghh = tid >> 6, gi = tid & 63, gh = 2 * j + ghh;
+    float gsum = 0.0f, gbeta = 0.0f;
     if (tid < 2 * BT) {
-        const int hh = tid >> 6, i = tid & 63, h = 2 * j + hh;
-        float lg = 0.0f, bt = 0.0f;
-        if (i < n) {
-            const float *row = proj + (size_t)(t0 + i) * ldp;
-            bt = sigmoid_f(row[C + Vd + h]);
-            const float a = row[C + Vd + p.Hv + h] + p.dt_bias[h];
+        float lg = 0.0f;
+        if (gi < n) {
+            const float *row = proj + (size_t)(t0 + gi) * ldp;
+            gbeta = sigmoid_f(row[C + Vd + gh]);
+            const float a = row[C + Vd + p.Hv + gh] + p.dt_bias[gh];
             const float sp = a > 20.0f ? a : log1pf(expf(a)); /* torch softplus, threshold 20 */
-            lg = -expf(p.A_log[h]) * sp;
+            lg = -expf(p.A_log[gh]) * sp;
         }
-        float s = lg;
+        gsum = lg;
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
-            const float u = __shfl_up_sync(0xffffffffu, s, o);
-            if (lane >= o) s += u;
+            const float u = __shfl_up_sync(0xffffffffu, gsum, o);
+            if (lane >= o) gsum += u;
         }
-        if (lane == 31) wtot[w] = s;
-        asm volatile("bar.sync 1, 128;" ::: "memory");
-        if (w & 1) s += wtot[w - 1];
-        Gs[tid] = s;
-        bs[tid] = bt;
-        asm volatile("bar.sync 1, 128;" ::: "memory");
-        const float gl = Gs[hh * BT + BT - 1];
-        float *gt = gtg + ((size_t)h * cstride + c) * GT;
-        gt[i] = bt;
-        gt[BT + i] = expf(s);
-        gt[2 * BT + i] = expf(gl - s);
-        gt[3 * BT + i] = i == 0 ? expf(gl) : 0.0f;
+        if (lane == 31) wtot[w] = gsum;
+    }
+    __syncthreads();
+    if (tid < 2 * BT) {
+        if (w & 1) gsum += wtot[w - 1];
+        Gs[tid] = gsum;
+        bs[tid] = gbeta;
+    }
+    __syncthreads();
+    if (tid < 2 * BT) {
+        const float gl = Gs[ghh * BT + BT - 1];
+        float *gt = gtg + ((size_t)gh * cstride + c) * GT;
+        gt[gi] = gbeta;
+        gt[BT + gi] = expf(gsum);
+        gt[2 * BT + gi] = expf(gl - gsum);
+        gt[3 * BT + gi] = gi == 0 ? expf(gl) : 0.0f;
     }
     __syncthreads();
 
