@@ -85,7 +85,7 @@
 #include <string.h>
 #include <vector>
 
-#include "backend/cuda/decode/gemv_stream.cuh"
+#include "backend/cuda/decode/gemv_tq.cuh"
 #include "backend/cuda/mma.cuh"
 #include "workshop.h"
 
@@ -287,224 +287,14 @@ static cudaError_t launch(const lc_qmat &W, const float *x, const float *norm_w,
 
 } // namespace tc
 
-/* ---- the integer variant: u8 codes x s8 digits of x, exact int32 sums --------
- * mma.sync m16n8k32 .u8.s8 -> s32.  x is scaled by 2^E (E per block: max|x|
- * 2^E < 2^30) and rounded to an int32 x_int, split into four balanced base-256
- * digits d_0..d_3 (int8 in [-128, 127], x_int = sum d_p 256^p): its error is below 2^-31
- * max|x| per input, far under fp32 rounding of the dot product, and every
- * product and sum of an mma is exact (|sum| <= 64 * 15 * 128 per group).
- * Dequantisation is two LOP3 and one shift per word: v & 0x0f0f0f0f is the
- * bytes (v_0, v_2, v_4, v_6), (v >> 4) & 0x0f0f0f0f is (v_1, v_3, v_5, v_7).
- * A fragment (16 x 32 u8): a0 = A[g][4c..4c+3], a1 = A[g+8][4c..4c+3],
- * a2 = A[g][4c+16..4c+19], a3 = A[g+8][4c+16..4c+19].  Loads as tc_gemv (lane
- * (g, c): words 4c..4c+3 of rows g, g+8 in each span, so lanes c < 2 hold
- * group 0, c >= 2 group 1); step t = 0..3 of a span uses word v = 4c + t:
- *     a0 = even codes of row g's word, a2 = odd codes, a1, a3 of row g+8,
- * so logical k 4c + i is input 8v + 2i and 4c + 16 + i is input 8v + 2i + 1.
- * B (32 x 8 s8): b0 = B[4c..4c+3][n = g], b1 = B[4c+16..4c+19][n = g];
- * columns n = 0..3 are digits 0..3 of group 0 (non-zero on lanes c < 2),
- * n = 4..7 digits 0..3 of group 1 (lanes c >= 2): 16 lanes hold data.
- * C: lane c has columns 2c, 2c+1 = digits 2(c&1), 2(c&1)+1 of group c / 2,
- * combined in int32 (acc0 + 256 acc1, exact: < 2^26), converted once, scaled
- * by the group's scale; the lane's digit weight 2^(16 (c&1) - E) multiplies
- * its running sums once at the end.  y = sum s * sum q x + b * xsum (codes
- * not centred: the integer sums have no rounding to protect). */
-namespace tq {
-
-constexpr int SLOTS = 16; /* lanes holding B data: 4 digits x 4 values of c */
-
-__device__ __forceinline__ void mma_u8s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, const int (&c)[4]) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%10,%11,%12,%13};"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c[0]), "r"(c[1]), "r"(c[2]),
-                   "r"(c[3]));
-}
-
-__device__ __forceinline__ float block_max(float v, float *scratch) { /* as common.cuh's block_sum */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    __syncthreads();
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = lane < nw ? scratch[lane] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-/* x (RMSNorm(x) * norm_w with norm_w) as digits into bf[span][j][slot] (uint4:
- * steps 2j, 2j+1 of lane slot = digit * 4 + c; span NSPAN is zeros) and the
- * group sums xs[K / 64]; returns 2^-E.  One task = word v of a span (8
- * inputs).  All threads call it (barriers). */
-template <int K, int NT>
-__device__ __forceinline__ float prep_x(const float *__restrict__ x, const float *__restrict__ norm_w, float eps, uint4 *bf,
-                                        float *xs, float *scratch) {
-    constexpr int TASKS = K / 8, PER = (TASKS + NT - 1) / NT, NSPAN = K / 128;
-    static_assert(TASKS % 32 == 0 && NT % 32 == 0, "tasks must cover whole warps");
-    const int tid = threadIdx.x;
-    float v[PER][8];
-    float ss = 0.0f, amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < PER; i++) {
-        const int t = tid + i * NT;
-        if (t < TASKS) {
-            const float4 a = reinterpret_cast<const float4 *>(x)[2 * t], b = reinterpret_cast<const float4 *>(x)[2 * t + 1];
-            v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w, v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
-#pragma unroll
-            for (int e = 0; e < 8; e++) ss += v[i][e] * v[i][e];
-        }
-    }
-    const float rr = norm_w ? rsqrtf(block_sum(ss, scratch) / (float)K + eps) : 1.0f;
-#pragma unroll
-    for (int i = 0; i < PER; i++) {
-        const int t = tid + i * NT;
-        if (t < TASKS) {
-            if (norm_w) {
-                const float4 a = reinterpret_cast<const float4 *>(norm_w)[2 * t], b = reinterpret_cast<const float4 *>(norm_w)[2 * t + 1];
-                const float w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-                for (int e = 0; e < 8; e++) v[i][e] = v[i][e] * rr * w[e]; /* load_x_smem's order */
-            }
-#pragma unroll
-            for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(v[i][e]));
-        }
-    }
-    /* max|x| = 1.m 2^(be - 127) < 2^(be - 126): E = 156 - be keeps |x| 2^E < 2^30
-     * (be >= 30 keeps 2^E and 2^-E normal; an all-zero x gives zero digits anyway) */
-    const int be = max((int)(__float_as_uint(block_max(amax, scratch)) >> 23), 30);
-    const float up = __uint_as_float((uint32_t)(283 - be) << 23), down = __uint_as_float((uint32_t)(be - 29) << 23);
-    if (tid < 2 * SLOTS) bf[NSPAN * 2 * SLOTS + tid] = make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int i = 0; i < PER; i++) {
-        const int t = tid + i * NT;
-        if (t < TASKS) { /* warp-uniform */
-            /* |x_int| < 2^30, so x_int + 0x80808080 fits 32 bits and its bytes
-             * are d_p + 128 for the balanced digits d_p: xor 0x80 makes each
-             * byte d_p as an s8.  Then a 4 x 4 byte transpose per parity: digit
-             * p of the even inputs (0, 2, 4, 6) into d[p][0], of the odd into d[p][1]. */
-            uint32_t dw[8], d[4][2];
-            float sum = 0.0f;
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                sum += v[i][e];
-                dw[e] = ((uint32_t)__float2int_rn(v[i][e] * up) + 0x80808080u) ^ 0x80808080u;
-            }
-#pragma unroll
-            for (int o = 0; o < 2; o++) {
-                const uint32_t t0 = __byte_perm(dw[o], dw[o + 2], 0x5140), t1 = __byte_perm(dw[o], dw[o + 2], 0x7362);
-                const uint32_t t2 = __byte_perm(dw[o + 4], dw[o + 6], 0x5140), t3 = __byte_perm(dw[o + 4], dw[o + 6], 0x7362);
-                d[0][o] = __byte_perm(t0, t2, 0x5410), d[1][o] = __byte_perm(t0, t2, 0x7632);
-                d[2][o] = __byte_perm(t1, t3, 0x5410), d[3][o] = __byte_perm(t1, t3, 0x7632);
-            }
-            const int span = t / 16, wv = t % 16, c = wv / 4, st = wv % 4;
-            uint32_t *dst = reinterpret_cast<uint32_t *>(bf + (span * 2 + st / 2) * SLOTS + c) + 2 * (st % 2);
-#pragma unroll
-            for (int p = 0; p < 4; p++) *reinterpret_cast<uint2 *>(dst + 4 * 4 * p) = make_uint2(d[p][0], d[p][1]);
-            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-            sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-            if (t % 8 == 0) xs[t / 8] = sum;
-        }
-    }
-    __syncthreads();
-    return down;
-}
-
-/* As tc::tc_gemv (same tiles, loads and split-K), on the integer mma. */
+/* ---- the integer variant: the engine's gemv_tq.cuh (the design notes are
+ * there): u8 codes x four s8 digits of a fixed-point x, exact int32 sums,
+ * 3 instructions of dequantisation per 8 codes instead of 11. */
 template <int K, int NSP, int RB, int MINB>
-__global__ void __launch_bounds__(RB * (K / (128 * NSP)) * 32, MINB)
-    tq_gemv(lc_qmat W, const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *__restrict__ y,
-            const float *__restrict__ residual) {
-    constexpr int KS = K / (128 * NSP), NW = RB * KS, NT = NW * 32, NSPAN = K / 128, G = K / 64, NB = (NSP + 3) / 4;
-    static_assert(K % (128 * NSP) == 0, "k-range must divide K");
-    __shared__ uint4 bf[(NSPAN + 1) * 2 * SLOTS];
-    __shared__ __align__(16) float xs[G]; /* read as float2 */
-    __shared__ float red[NW * 16], scratch[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-    const int ks = warp % KS, r0 = ((blockIdx.x * RB) + warp / KS) * 16 + g;
-
-    uint4 qa[NSP], qb[NSP];
-    uint32_t sa[NSP], sb[NSP], ba[NB], bb[NB];
-    {
-        const uint4 *wa = reinterpret_cast<const uint4 *>(W.w + (size_t)r0 * (K / 8)) + ks * NSP * 4 + c;
-        const uint4 *wb = wa + 8 * (K / 32);
-#pragma unroll
-        for (int m = 0; m < NSP; m++) qa[m] = ld_stream(wa + 4 * m), qb[m] = ld_stream(wb + 4 * m);
-        const uint32_t *pa = reinterpret_cast<const uint32_t *>(W.s + (size_t)r0 * G) + ks * NSP;
-        const uint32_t *pb = pa + 8 * (G / 2);
-        const uint32_t *qpa = reinterpret_cast<const uint32_t *>(W.b + (size_t)r0 * G) + ks * NSP;
-        const uint32_t *qpb = qpa + 8 * (G / 2);
-#pragma unroll
-        for (int m = 0; m < NSP; m++) sa[m] = __ldg(pa + m), sb[m] = __ldg(pb + m);
-#pragma unroll
-        for (int i = 0; i < NB; i++) {
-            const int m = c + 4 * i < NSP ? c + 4 * i : 0; /* lanes past NSP fold nothing (below) */
-            ba[i] = __ldg(qpa + m), bb[i] = __ldg(qpb + m);
-        }
-    }
-    lc_pdl_wait();
-    lc_pdl_launch_dependents();
-    const float down = prep_x<K, NT>(x, norm_w, eps, bf, xs, scratch);
-
-    /* lanes without data read the zero span with stride 0, at a 16 B column
-     * of the banks that their quarter-warp's data lanes leave free */
-    const bool has_b = (g < 4) == (c < 2);
-    const uint4 *bp = bf + (has_b ? ks * NSP * 2 * SLOTS + (g % 4) * 4 + c : NSPAN * 2 * SLOTS + (g < 4 ? 2 : 0));
-    const int bstride = has_b ? 2 * SLOTS : 0;
-    const uint32_t sel = c >= 2 ? 0x3244u : 0x1044u; /* the lane's group: the scale word's high half for c >= 2 */
-    float ya = 0.0f, yb = 0.0f;
-#pragma unroll
-    for (int m = 0; m < NSP; m++) {
-        const uint4 b01 = bp[m * bstride], b23 = bp[m * bstride + SLOTS];
-        const uint32_t wa[4] = {qa[m].x, qa[m].y, qa[m].z, qa[m].w}, wb[4] = {qb[m].x, qb[m].y, qb[m].z, qb[m].w};
-        const uint32_t bv[8] = {b01.x, b01.y, b01.z, b01.w, b23.x, b23.y, b23.z, b23.w};
-        const int zero[4] = {0, 0, 0, 0};
-        int acc[4];
-#pragma unroll
-        for (int t = 0; t < 4; t++) {
-            const uint32_t a[4] = {wa[t] & 0x0f0f0f0fu, wb[t] & 0x0f0f0f0fu, (wa[t] >> 4) & 0x0f0f0f0fu, (wb[t] >> 4) & 0x0f0f0f0fu};
-            if (t == 0) mma_u8s8(acc, a, bv[0], bv[1], zero);
-            else mma_u8s8(acc, a, bv[2 * t], bv[2 * t + 1], acc);
-        }
-        ya = fmaf((float)(acc[0] + 256 * acc[1]), tc::prmt_bf16(sa[m], sel), ya);
-        yb = fmaf((float)(acc[2] + 256 * acc[3]), tc::prmt_bf16(sb[m], sel), yb);
-    }
-    const float wl = (c & 1) ? down * 65536.0f : down; /* the lane's digit weight */
-    ya *= wl, yb *= wl;
-#pragma unroll
-    for (int i = 0; i < NB; i++) {
-        const int m = c + 4 * i;
-        if (m < NSP) {
-            const float2 xg = *reinterpret_cast<const float2 *>(xs + 2 * (ks * NSP + m));
-            ya = fmaf(tc::prmt_bf16(ba[i], 0x1044u), xg.x, ya);
-            ya = fmaf(tc::prmt_bf16(ba[i], 0x3244u), xg.y, ya);
-            yb = fmaf(tc::prmt_bf16(bb[i], 0x1044u), xg.x, yb);
-            yb = fmaf(tc::prmt_bf16(bb[i], 0x3244u), xg.y, yb);
-        }
-    }
-    ya += __shfl_xor_sync(0xffffffffu, ya, 1), yb += __shfl_xor_sync(0xffffffffu, yb, 1);
-    ya += __shfl_xor_sync(0xffffffffu, ya, 2), yb += __shfl_xor_sync(0xffffffffu, yb, 2);
-    if (c == 0) red[warp * 16 + g] = ya, red[warp * 16 + g + 8] = yb;
-    __syncthreads();
-    if (threadIdx.x < RB * 16) {
-        const int rbi = threadIdx.x / 16, rr = threadIdx.x % 16, r = (blockIdx.x * RB + rbi) * 16 + rr;
-        float a = 0.0f;
-#pragma unroll
-        for (int k = 0; k < KS; k++) a += red[(rbi * KS + k) * 16 + rr];
-        y[r] = residual ? residual[r] + a : a;
-    }
+static cudaError_t tq_launch(const lc_qmat &W, const float *x, const float *norm_w, float eps, float *y,
+                             const float *residual, cudaStream_t st, bool pdl) {
+    return gemv_tq::launch_gemv<K, NSP, RB, MINB>(W, x, norm_w, eps, y, residual, nullptr, st, pdl);
 }
-
-template <int K, int NSP, int RB, int MINB>
-static cudaError_t launch(const lc_qmat &W, const float *x, const float *norm_w, float eps, float *y, const float *residual,
-                          cudaStream_t st, bool pdl = true) {
-    constexpr int NT = RB * (K / (128 * NSP)) * 32;
-    if (W.cols != K || W.bits != 4 || W.rows % (16 * RB)) return cudaErrorInvalidValue;
-    return launch_k(tq_gemv<K, NSP, RB, MINB>, dim3(W.rows / (16 * RB)), dim3(NT), 0, st, pdl, W, x, norm_w, eps, y,
-                    residual);
-}
-
-} // namespace tq
 
 /* ---- host: data, reference, timing (as gemv_test.cu) -------------------------- */
 
@@ -597,9 +387,9 @@ int main(int argc, char **argv) {
         {"tc NSP=4 RB=4 (16 warps)", tc::launch<2048, 4, 4, 1>},
         {"tc NSP=8 RB=4 (8 warps, 8 KB/warp)", tc::launch<2048, 8, 4, 2>},
         {"tc NSP=2 RB=2 (16 warps, 2 KB/warp)", tc::launch<2048, 2, 2, 2>},
-        {"tq int8 NSP=4 RB=2 (8 warps)", tq::launch<2048, 4, 2, 3>},
-        {"tq int8 NSP=4 RB=4 (16 warps)", tq::launch<2048, 4, 4, 1>},
-        {"tq int8 NSP=8 RB=4 (8 warps, 8 KB/warp)", tq::launch<2048, 8, 4, 2>},
+        {"tq int8 NSP=4 RB=2 (8 warps)", tq_launch<2048, 4, 2, 3>},
+        {"tq int8 NSP=4 RB=4 (16 warps)", tq_launch<2048, 4, 4, 1>},
+        {"tq int8 NSP=8 RB=4 (8 warps, 8 KB/warp)", tq_launch<2048, 8, 4, 2>},
     };
     const variant v4096[] = {
         {"engine default (by shape)", nullptr},
@@ -607,11 +397,12 @@ int main(int argc, char **argv) {
         {"tc NSP=2 RB=1 (16 warps)", tc::launch<4096, 2, 1, 2>},
         {"tc NSP=1 RB=1 (32 warps)", tc::launch<4096, 1, 1, 1>},
         {"tc NSP=8 RB=2 (8 warps, 64 blocks)", tc::launch<4096, 8, 2, 2>},
-        {"tq int8 NSP=4 RB=1 (8 warps)", tq::launch<4096, 4, 1, 2>},
-        {"tq int8 NSP=2 RB=1 (16 warps)", tq::launch<4096, 2, 1, 2>},
+        {"tq int8 NSP=4 RB=1 (8 warps)", tq_launch<4096, 4, 1, 2>},
+        {"tq int8 NSP=2 RB=1 (16 warps)", tq_launch<4096, 2, 1, 2>},
     };
     const int n2 = sizeof v2048 / sizeof *v2048, n4 = sizeof v4096 / sizeof *v4096;
     bench("GDN in_proj qkv|z|b|a, 12352 x 2048, fused RMSNorm", 12352, 2048, true, false, v2048, n2);
+    bench("attention q|k|v, 9216 x 2048, fused RMSNorm", 9216, 2048, true, false, v2048, n2);
     bench("out_proj + residual, 2048 x 4096", 2048, 4096, false, true, v4096, n4);
     bench("lm_head, 248320 x 2048, fused final norm (every 16th row checked)", 248320, 2048, true, false, v2048, n2);
     CK(cudaDeviceSynchronize());

@@ -72,13 +72,15 @@ cudaError_t lc_gemv(const lc_qmat *W, int mat, const float *x, float *y, const f
 cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *y, float *xn_out,
                         const lc_ctrl *ctrl, cudaStream_t st);
 /* Which kernels lc_gemv, lc_gemv_rms, lc_moe_gate_up and lc_moe_down run:
- * LC_GEMV_AUTO (default) the streaming / persistent ones of
- * decode/gemv_stream.cuh at the 4-bit shapes where they were measured
- * faster, the qdot kernels elsewhere; LC_GEMV_ENGINE (LILAC_GEMV=engine,
- * read once) the qdot kernels everywhere.  lc_gemv_set_kernels overrides
- * the environment (the workshop's A/B); the choice is made at launch, so a
- * captured graph keeps the kernels it was captured with. */
-enum { LC_GEMV_AUTO = 0, LC_GEMV_ENGINE = 1 };
+ * LC_GEMV_AUTO (default) the integer tensor-core ones of decode/gemv_tq.cuh,
+ * the streaming / persistent ones of decode/gemv_stream.cuh, each at the
+ * 4-bit shapes where it was measured fastest, the qdot kernels elsewhere;
+ * LC_GEMV_STREAM (LILAC_GEMV=stream) the same without gemv_tq.cuh;
+ * LC_GEMV_ENGINE (LILAC_GEMV=engine) the qdot kernels everywhere (the
+ * variable is read once).  lc_gemv_set_kernels overrides the environment
+ * (the workshops' A/B); the choice is made at launch, so a captured graph
+ * keeps the kernels it was captured with. */
+enum { LC_GEMV_AUTO = 0, LC_GEMV_ENGINE = 1, LC_GEMV_STREAM = 2 };
 int lc_gemv_kernels(void);
 void lc_gemv_set_kernels(int kernels);
 /* Tiled GEMM for T tokens: Y[t, r] (+)= sum_c X[t, c] W[r, c]; ldx/ldy are row

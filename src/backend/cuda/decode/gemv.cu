@@ -1,13 +1,14 @@
 /* gemv.cu — batch-1 quantised matrix-vector products (decode projections,
  * lm_head).  LPR lanes own a row (32/LPR rows per warp pass); the block's 8
  * warps walk the block's rows; the activations sit in shared memory.  At the
- * 4-bit shapes where bench/kernels/gemv_test measured them faster, the
- * launchers run gemv_stream.cuh's kernels instead (pick_dense below;
- * LILAC_GEMV=engine keeps these kernels everywhere). */
+ * 4-bit shapes where bench/kernels/gemv_test and gemv_mma_test measured them
+ * faster, the launchers run gemv_tq.cuh's or gemv_stream.cuh's kernels
+ * instead (pick_dense below; LILAC_GEMV=engine keeps these kernels
+ * everywhere, LILAC_GEMV=stream leaves out gemv_tq.cuh). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/decode/gemv_stream.cuh"
+#include "backend/cuda/decode/gemv_tq.cuh"
 
 namespace {
 
@@ -107,31 +108,52 @@ static cudaError_t supported(int bits, int cols) {
 
 extern "C" int lc_gemv_supported(int bits, int cols) { return supported(bits, cols) == cudaSuccess; }
 
-/* LILAC_GEMV (read once): "engine" = the qdot kernels at every shape; unset
- * or anything else = the choice by shape.  lc_gemv_set_kernels overrides. */
+/* LILAC_GEMV (read once): "engine" = the qdot kernels at every shape,
+ * "stream" = no integer tensor-core kernels; unset or anything else = the
+ * choice by shape.  lc_gemv_set_kernels overrides. */
 static int g_kernels = -1;
 extern "C" int lc_gemv_kernels(void) {
     if (g_kernels < 0) {
         const char *s = getenv("LILAC_GEMV");
-        g_kernels = s && strcmp(s, "engine") == 0 ? LC_GEMV_ENGINE : LC_GEMV_AUTO;
+        g_kernels = !s ? LC_GEMV_AUTO : strcmp(s, "engine") == 0 ? LC_GEMV_ENGINE
+                                      : strcmp(s, "stream") == 0 ? LC_GEMV_STREAM
+                                                                 : LC_GEMV_AUTO;
     }
     return g_kernels;
 }
-extern "C" void lc_gemv_set_kernels(int k) { g_kernels = k == LC_GEMV_ENGINE ? LC_GEMV_ENGINE : LC_GEMV_AUTO; }
+extern "C" void lc_gemv_set_kernels(int k) {
+    g_kernels = k == LC_GEMV_ENGINE || k == LC_GEMV_STREAM ? k : LC_GEMV_AUTO;
+}
 
-/* The streaming / persistent kernel for W, from the H200 graph timings of
- * gemv_test (40 launches with PDL, weights beyond L2; qdot kernel -> new):
- *   2048 inputs, 8192..10239 rows (attention q|k|v 9216): persist R=2 S=4, 9.08 -> 7.60 us
- *   2048 inputs, >= 10240 rows (GDN in_proj 12352, lm_head 248320):
- *                                       persist R=4 S=3, 9.53 -> 8.57, 123.8 -> 94.5 us
- *   4096 inputs, <= 4096 rows (out_proj / o_proj 2048): stream R=2, 5.25 -> 3.58 us
- * Other shapes (fewer rows, other widths, 8 bits: the tiny fixture) were not
- * measured (nor GPUs without 225 KB of shared memory per block) and keep the qdot kernels: returns false and launches nothing. */
+/* The tensor-core, streaming or persistent kernel for W, from the H200
+ * graph timings of gemv_mma_test and gemv_test (40 launches with PDL,
+ * weights beyond L2; qdot kernel -> stream/persist -> tq):
+ *   2048 inputs, < 100,000 rows (GDN in_proj 12352, attention q|k|v 9216):
+ *        tq NSP=4 RB=2; in_proj 9.53 -> 8.69 -> 7.13 us (q|k|v: persist R=2 S=4, 9.08 -> 7.60)
+ *   2048 inputs, >= 100,000 rows (lm_head 248320): tq NSP=8 RB=4, 123.8 -> 92.2 -> 75.3 us
+ *   4096 inputs, <= 4096 rows (out_proj / o_proj 2048): stream R=2, 5.25 -> 3.49 us
+ *        (tq 3.86: the x prologue of 4,096 inputs per block outweighs the loop)
+ * The tq kernels do not write xn_out; with it, and for other shapes (fewer
+ * rows, other widths, 8 bits: the tiny fixture; GPUs without 225 KB of
+ * shared memory per block) the qdot kernels run: returns false and launches
+ * nothing. */
 static bool pick_dense(const lc_qmat *W, int mat, const float *x, const float *norm_w, float eps, float *xn_out, float *y,
                        const float *residual, const lc_ctrl *ctrl, cudaStream_t st, cudaError_t *err) {
     using namespace gemv_stream;
-    if (lc_gemv_kernels() != LC_GEMV_AUTO || W->bits != 4 || (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15))
+    const int kernels = lc_gemv_kernels();
+    if (kernels == LC_GEMV_ENGINE || W->bits != 4 || (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15))
         return false;
+    if (kernels == LC_GEMV_AUTO && W->cols == 2048 && !xn_out && W->rows >= 8192) {
+        const lc_qmat M = mat_view(*W, mat);
+        if (W->rows < 100000 && W->rows % 32 == 0) {
+            *err = gemv_tq::launch_gemv<2048, 4, 2, 3>(M, x, norm_w, eps, y, residual, ctrl, st);
+            return true;
+        }
+        if (W->rows >= 100000 && W->rows % 64 == 0) {
+            *err = gemv_tq::launch_gemv<2048, 8, 4, 2>(M, x, norm_w, eps, y, residual, ctrl, st);
+            return true;
+        }
+    }
     if (W->cols == 2048 && W->rows >= 8192 && persist_fits<2, 2, 4>() && persist_fits<2, 4, 3>()) {
         *err = W->rows < 10240 ? launch_persist<2, 2, 4, false>(*W, mat, x, norm_w, eps, xn_out, y, residual, ctrl, st)
                                : launch_persist<2, 4, 3, false>(*W, mat, x, norm_w, eps, xn_out, y, residual, ctrl, st);

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backend/cuda/decode/gemv_stream.cuh"
+#include "backend/cuda/decode/gemv_tq.cuh"
 
 namespace {
 
@@ -366,7 +366,7 @@ extern "C" cudaError_t lc_moe_topk(const float *logits, int T, int E, int K, int
 /* Whether the streaming kernels serve these matrices: the choice is on, all
  * 4-bit with `cols` inputs and at most max_rows rows, 16-byte aligned. */
 static bool moe_stream_ok(const lc_qmat *const *ms, int n, int cols, int max_rows) {
-    if (lc_gemv_kernels() != LC_GEMV_AUTO) return false;
+    if (lc_gemv_kernels() == LC_GEMV_ENGINE) return false;
     for (int i = 0; i < n; i++)
         if (ms[i]->bits != 4 || ms[i]->cols != cols || ms[i]->rows > max_rows ||
             (((uintptr_t)ms[i]->w | (uintptr_t)ms[i]->s | (uintptr_t)ms[i]->b) & 15))
@@ -375,15 +375,19 @@ static bool moe_stream_ok(const lc_qmat *const *ms, int n, int cols, int max_row
 }
 
 /* From the H200 graph timings of gemv_test (8 routed + shared, 2048 hidden,
- * 512 inner): gate/up stream R=1, 10.17 -> 8.57 us; down 8 warps with
- * no-allocate loads, 5.97 -> 4.94 us.  Other shapes keep the kernels above. */
+ * 512 inner): gate/up stream R=1, 10.17 -> 8.57 us, then on the integer
+ * tensor cores (gemv_tq.cuh, NSP=4; LILAC_GEMV=stream keeps the stream
+ * kernel); down 8 warps with no-allocate loads, 5.97 -> 4.94 us.  Other
+ * shapes keep the kernels above. */
 extern "C" cudaError_t lc_moe_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
                                       const int32_t *ids, int K, const float *x, float *act, const lc_ctrl *ctrl,
                                       cudaStream_t st) {
     if (sh_gate->rows != gate->rows) return cudaErrorInvalidValue; /* act rows share one stride */
     const lc_qmat *ms[] = {gate, up, sh_gate, sh_up};
     if (moe_stream_ok(ms, 4, 2048, 1024) && up->rows == gate->rows && sh_up->rows == gate->rows)
-        return gemv_stream::launch_stream_gate_up<1>(*gate, *up, *sh_gate, *sh_up, ids, K, x, act, ctrl, st);
+        return lc_gemv_kernels() == LC_GEMV_AUTO && gate->rows % 16 == 0
+                   ? gemv_tq::launch_gate_up<4>(*gate, *up, *sh_gate, *sh_up, ids, K, x, act, ctrl, st)
+                   : gemv_stream::launch_stream_gate_up<1>(*gate, *up, *sh_gate, *sh_up, ids, K, x, act, ctrl, st);
 #define CALL_(B, C, L) return launch_gate_up<B, C, L>(gate, up, sh_gate, sh_up, ids, K, x, act, ctrl, st);
     LC_QDOT_DISPATCH(gate->bits, gate->cols, CALL_);
 #undef CALL_
