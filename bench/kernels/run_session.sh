@@ -123,6 +123,14 @@ for l in a:
     persist) # the persistent decode chain workshop
         [ -x build/kernels/persist_chain_test ] || sh bench/kernels/build_persist.sh > "$OUT/build_persist.log" 2>&1
         timeout 120 build/kernels/persist_chain_test 2>&1 | tee "$OUT/persist.log" | tail -14 ;;
+    graph) # per-kernel times inside the decode graph at 4K (nsys node tracing), then tools/graph_trace.py
+        NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+        if [ -z "$NSYS" ]; then echo "graph: skipped (no nsys on this machine)"; else
+            timeout 200 "$NSYS" profile --cuda-graph-trace=node -t cuda -o /tmp/lilac-dec --force-overwrite true \
+                $B/lilac bench --synthetic --decode 4096 -n 64 --repeats 1 --no-profile > "$OUT/nsys.log" 2>&1
+            timeout 200 "$NSYS" stats --report cuda_gpu_trace --format csv -o /tmp/lilac-dec /tmp/lilac-dec.nsys-rep > /dev/null 2>&1
+            python3 tools/graph_trace.py /tmp/lilac-dec_cuda_gpu_trace.csv --steps 20 2>&1 | tee "$OUT/graph_kernels.txt"
+        fi ;;
     pcache) timeout 120 $B/tests/test_gpu_pcache 2>&1 | tee "$OUT/pcache.log" | tail -3 ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
     gemvab) for k in auto engine; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 150 $B/lilac bench --synthetic --decode 4096 -n 256 2>&1 | tee "$OUT/bench_4k_gemv_$k.txt"; done ;;
