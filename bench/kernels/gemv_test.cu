@@ -192,7 +192,9 @@ static void moe_dn(int rep, cudaStream_t st, void *p) {
         lc_gemv_set_kernels(m->var == 0 ? LC_GEMV_ENGINE : LC_GEMV_AUTO);
         CK(lc_moe_down(&m->down, &sd, ids, m->w, m->sg, KX, m->actin, m->h, nullptr, st));
     } else if (m->var == 2) CK(launch_stream_down<4>(m->down, sd, ids, m->w, m->sg, m->actin, m->h, nullptr, st));
-    else CK(launch_stream_down<8>(m->down, sd, ids, m->w, m->sg, m->actin, m->h, nullptr, st));
+    else if (m->var == 3) CK(launch_stream_down<8>(m->down, sd, ids, m->w, m->sg, m->actin, m->h, nullptr, st));
+    else if (m->var == 4) CK(gemv_tq::launch_down<1>(m->down, sd, ids, m->w, m->sg, m->actin, m->h, nullptr, st));
+    else CK(gemv_tq::launch_down<2>(m->down, sd, ids, m->w, m->sg, m->actin, m->h, nullptr, st));
 }
 
 static void bench_moe() {
@@ -261,9 +263,10 @@ static void bench_moe() {
         const check c = compare(aref, dl(m.act, (KX + 1) * I_), 1);
         row(gun[v], time_graph(moe_gu, &m, n, g_quick ? 1 : 20), gub, c);
     }
-    const char *dnn[] = {"0 engine (LILAC_GEMV=engine)", "0 engine default (by shape)", "1 stream 4 warps", "1 stream 8 warps"};
+    const char *dnn[] = {"0 engine (LILAC_GEMV=engine)", "0 engine default (by shape)", "1 stream 4 warps", "1 stream 8 warps",
+                         "4 tq down RB=1 (9 warps)", "4 tq down RB=2 (18 warps)"};
     header("MoE down + combine + residual, 9 x 2048x512", dnb / 1e6, copies);
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < 6; v++) {
         m.var = v;
         CK(cudaMemcpy(m.h, hh.data(), D_ * 4, cudaMemcpyHostToDevice));
         moe_dn(0, 0, &m);
