@@ -13,7 +13,8 @@ for s in "$@"; do
     qgemm) timeout 120 build/kernels/qgemm_test 2>&1 | tee "$OUT/qgemm.log" ;;
     qgemmmma) LILAC_QGEMM=mma timeout 120 build/kernels/qgemm_test 2>&1 | grep -E "time|FAIL|ok \(" | tee "$OUT/qgemm_mma.log" ;;
     qgemm1) LILAC_QGEMM_SPLIT=1 timeout 120 build/kernels/qgemm_test 2>&1 | grep -E "time|FAIL|ok \(" | tee "$OUT/qgemm_split1.log" ;;
-    gemv) timeout 150 build/kernels/gemv_test 2>&1 | tee "$OUT/gemv.log" ;;
+    gemv) [ -x build/kernels/gemv_test ] || sh bench/kernels/build_gemv.sh > "$OUT/build_gemv.log" 2>&1
+        timeout 150 build/kernels/gemv_test 2>&1 | tee "$OUT/gemv.log" ;;
     gemvsan) timeout 280 compute-sanitizer --tool memcheck --error-exitcode 9 build/kernels/gemv_test --quick > "$OUT/memcheck_gemv.log" 2>&1; echo "memcheck gemv rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck_gemv.log" ;;
     attn) [ -x build/kernels/attn_prefill_test ] && timeout 150 build/kernels/attn_prefill_test 2>&1 | tee "$OUT/attn.log" ;;
     attnwd) [ -x build/kernels/attn_prefill_test_wd ] && timeout 100 build/kernels/attn_prefill_test_wd --quick --modes 12,11 2>&1 | tee "$OUT/attn_wd.log" ;;
@@ -132,6 +133,8 @@ for l in a:
             python3 tools/graph_trace.py /tmp/lilac-dec_cuda_gpu_trace.csv --steps 20 2>&1 | tee "$OUT/graph_kernels.txt"
         fi ;;
     pcache) timeout 120 $B/tests/test_gpu_pcache 2>&1 | tee "$OUT/pcache.log" | tail -3 ;;
+    decab) # decode at 4K, 32K and 128K, the default kernels against LILAC_GEMV=stream, same binary
+        for k in auto stream; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 200 $B/lilac bench --synthetic --decode 4096,32768,131072 -n 256 --repeats 3 2>&1 | tee "$OUT/bench_dec_$k.txt" | grep -E "^\| [0-9]|step:|roofline"; done ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
     gemvab) for k in auto engine; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 150 $B/lilac bench --synthetic --decode 4096 -n 256 2>&1 | tee "$OUT/bench_4k_gemv_$k.txt"; done ;;
     esac
