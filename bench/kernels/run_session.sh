@@ -121,6 +121,13 @@ for l in a:
         timeout 150 build/kernels/gemv_mma_test 2>&1 | tee "$OUT/gemv_mma.log" | tail -40
         timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/kernels/gemv_mma_test --quick > "$OUT/memcheck_gemv_mma.log" 2>&1
         echo "memcheck gemv_mma rc=$?"; grep SUMMARY "$OUT/memcheck_gemv_mma.log" ;;
+    gdnstep) # the decode DeltaNet step workshop (block form vs split forms): correctness and timing, then the sanitizers on --quick
+        [ -x build/kernels/gdn_step_test ] || sh bench/kernels/build_gdn_step.sh > "$OUT/build_gdn_step.log" 2>&1
+        timeout 150 build/kernels/gdn_step_test 2>&1 | tee "$OUT/gdn_step.log" | tail -30
+        for tool in memcheck racecheck synccheck; do
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_step_test --quick > "$OUT/${tool}_gdn_step.log" 2>&1
+            echo "$tool gdn_step --quick rc=$?"; grep -E "SUMMARY|all ok|FAIL" "$OUT/${tool}_gdn_step.log" | head -3
+        done ;;
     persist) # the persistent decode chain workshop
         [ -x build/kernels/persist_chain_test ] || sh bench/kernels/build_persist.sh > "$OUT/build_persist.log" 2>&1
         timeout 120 build/kernels/persist_chain_test 2>&1 | tee "$OUT/persist.log" | tail -14 ;;

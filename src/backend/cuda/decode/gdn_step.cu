@@ -1,5 +1,10 @@
 /* gdn_step.cu — Gated DeltaNet (spec §6) in one kernel per layer: conv, gates,
- * delta rule with the fp32 state held on-chip, gated RMSNorm. */
+ * delta rule with the fp32 state held on-chip, gated RMSNorm.  Two forms: a
+ * block per value head (any shape, any T), and for decode a value head split
+ * over a cluster of blocks (sm_90, dk = dv = 128, K = 4). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "backend/cuda/common.cuh"
 
 namespace {
@@ -108,10 +113,240 @@ __global__ void __launch_bounds__(512) gdn_kernel(lc_gdn_params p, const float *
         for (int k = 0; k < HK; k++) S[(size_t)k * dv + v] = s[k];
 }
 
+/* ---- split form: each value head over a cluster of NS blocks --------------------------
+ * The block form fills Hv (32) SMs with 64 KB of state each and a serial tail
+ * (three block sums, the gates on one thread); here value head h is a cluster
+ * of NS blocks, block `rank` owning state columns [rank*NC, rank*NC + NC).
+ * Every block recomputes the conv + SiLU of its key head's q and k (256
+ * channels) and of its own v columns; the gates are computed by every thread
+ * alongside the conv sums; the q/k l2 norms are applied as scalars after the
+ * dot products (so the raw q, k go to shared memory under the same barrier as
+ * their sums); the gated RMSNorm's sum of o^2 over the head's 128 columns is
+ * exchanged through distributed shared memory: each warp stores its partial
+ * into every block of the cluster, one cluster barrier, each sums locally.
+ *
+ * State mapping: P = THREADS/NC adjacent lanes per column, part p holding rows
+ * p, p+P, p+2P, ... (a fixed register index reads consecutive rows, so the
+ * k/q reads from shared memory are conflict-free); their partial dots meet
+ * through shuffles.  sm_90 only (clusters); dk = dv = 128, K = 4. */
+namespace gdn_split {
+
+constexpr int KC = 4, D = 128, THREADS = 256;
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ uint32_t cluster_rank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+/* arrive without ordering: only says this block has started */
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+/* v into the shared-memory word of block `rank` that corresponds to local */
+__device__ __forceinline__ void st_peer(const float *local, uint32_t rank, float v) {
+    uint32_t a;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32(local)), "r"(rank));
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
+}
+#endif
+
+template <int NS>
+__global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, const float *__restrict__ proj, int ldp,
+                                                            int T, float *__restrict__ conv_state,
+                                                            float *__restrict__ state, float *__restrict__ out,
+                                                            const lc_ctrl *ctrl) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int NC = D / NS, P = THREADS / NC, R = D / P; /* columns per block, threads per column, rows per thread */
+    constexpr int NW = THREADS / 32;
+    static_assert(P <= 32 && (P & (P - 1)) == 0, "a column's threads must be adjacent lanes of one warp");
+    __shared__ float qk[2 * D];                           /* conv + SiLU of q | k, not yet normalised */
+    __shared__ __align__(16) float sq_w[NW];              /* per-warp sums of squares: warps 0-3 q, 4-7 k */
+    __shared__ __align__(16) float oo[2][NS * NW];        /* per-warp sums of o^2 of the cluster, by token parity */
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int rank = (int)cluster_rank(), h = blockIdx.x / NS, r = p.Hv / p.Hk, kh = h / r;
+    const int Kd = p.Hk * D, C = 2 * Kd + p.Hv * D, Vd = p.Hv * D;
+    const int c = tid / P, part = tid % P, v = rank * NC + c; /* this thread's state column (of the head) */
+    const int chqk = tid < D ? kh * D + tid : Kd + kh * D + (tid - D), chv = 2 * Kd + h * D + v;
+    /* one writer per window channel: q/k by split 0 of the key head's first value head, v by part 0 */
+    const bool wqk = h % r == 0 && rank == 0, wv = part == 0;
+    const int flip = ctrl->conv_flip;
+    const float *rd = conv_state + (size_t)flip * (KC - 1) * C;
+    float *wr = conv_state + (size_t)(1 - flip) * (KC - 1) * C;
+    float w_qk[KC], w_v[KC], win_qk[KC - 1], win_v[KC - 1];
+#pragma unroll
+    for (int j = 0; j < KC; j++) w_qk[j] = p.conv_w[(size_t)chqk * KC + j], w_v[j] = p.conv_w[(size_t)chv * KC + j];
+    /* the window and the state are rewritten every step: read through L2 (common.cuh's PDL rules) */
+#pragma unroll
+    for (int j = 0; j < KC - 1; j++)
+        win_qk[j] = __ldcg(rd + (size_t)j * C + chqk), win_v[j] = __ldcg(rd + (size_t)j * C + chv);
+    float *S = state + (size_t)h * D * D + v;
+    float s[R];
+#pragma unroll
+    for (int i = 0; i < R; i++) s[i] = __ldcg(S + (size_t)(part + P * i) * D);
+    const float nw = p.norm_w[v], dtb = p.dt_bias[h], eA = expf(p.A_log[h]), qscale = rsqrtf((float)D);
+    /* all of the above was loaded while the predecessor drained (as in the block form) */
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
+    if (LC_STOPPED(ctrl)) return;
+    cluster_arrive_relaxed(); /* peers' shared memory is written only once every block has started */
+
+    for (int t = 0; t < T; t++) {
+        const float *row = proj + (size_t)t * ldp;
+        const float xqk = row[chqk], xv = row[chv], z = row[C + h * D + v];
+        const float b = row[C + Vd + h], a = row[C + Vd + p.Hv + h] + dtb;
+        float aq = w_qk[KC - 1] * xqk, av = w_v[KC - 1] * xv;
+#pragma unroll
+        for (int j = 0; j < KC - 1; j++) aq = fmaf(w_qk[j], win_qk[j], aq), av = fmaf(w_v[j], win_v[j], av);
+#pragma unroll
+        for (int j = 0; j + 1 < KC - 1; j++) win_qk[j] = win_qk[j + 1], win_v[j] = win_v[j + 1];
+        win_qk[KC - 2] = xqk, win_v[KC - 2] = xv;
+        const float yqk = silu_f(aq), yv = silu_f(av);
+        qk[tid] = yqk;
+        const float sw = warp_sum(yqk * yqk);
+        if (lane == 0) sq_w[warp] = sw;
+        /* the gates, on every thread while the sums travel (no broadcast needed) */
+        const float beta = sigmoid_f(b);
+        const float sp = a > 20.0f ? a : log1pf(expf(a)); /* torch softplus, threshold 20 */
+        const float decay = expf(-eA * sp);
+        __syncthreads();
+        /* kv = (decay S)^T k with k = rk * y_k: the dot on the raw state and raw k, scaled after */
+        float kv = 0.0f;
+#pragma unroll
+        for (int i = 0; i < R; i++) kv = fmaf(s[i], qk[D + part + P * i], kv);
+#pragma unroll
+        for (int o = 1; o < P; o <<= 1) kv += __shfl_xor_sync(0xffffffffu, kv, o);
+        const float4 q4 = *reinterpret_cast<const float4 *>(sq_w), k4 = *reinterpret_cast<const float4 *>(sq_w + 4);
+        const float rq = rsqrtf((q4.x + q4.y) + (q4.z + q4.w) + 1e-6f) * qscale;
+        const float rk = rsqrtf((k4.x + k4.y) + (k4.z + k4.w) + 1e-6f);
+        const float delta = (yv - kv * decay * rk) * beta, dk = delta * rk;
+        float o = 0.0f;
+#pragma unroll
+        for (int i = 0; i < R; i++)
+            s[i] = fmaf(qk[D + part + P * i], dk, s[i] * decay), o = fmaf(s[i], qk[part + P * i], o);
+#pragma unroll
+        for (int x = 1; x < P; x <<= 1) o += __shfl_xor_sync(0xffffffffu, o, x);
+        o *= rq;
+        /* o^2 over this warp's columns (each column's P lanes hold the same o) */
+        float o2 = o * o;
+#pragma unroll
+        for (int x = P; x < 32; x <<= 1) o2 += __shfl_xor_sync(0xffffffffu, o2, x);
+        if (t == 0) cluster_wait(); /* the start barrier */
+        float *slot = oo[t & 1];
+        if (lane < NS) st_peer(slot + rank * NW + warp, (uint32_t)lane, o2);
+        /* also the block barrier before qk and sq_w are rewritten: every read above precedes the arrive */
+        cluster_arrive();
+        cluster_wait();
+        float ss = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NS * NW; i += 4) {
+            const float4 f = *reinterpret_cast<const float4 *>(slot + i);
+            ss += (f.x + f.y) + (f.z + f.w);
+        }
+        if (wv) out[(size_t)t * Vd + h * D + v] = o * rsqrtf(ss / (float)D + p.eps) * nw * silu_f(z);
+    }
+    if (T == 0) cluster_wait(); /* pair the start arrive */
+    if (wqk)
+#pragma unroll
+        for (int j = 0; j < KC - 1; j++) wr[(size_t)j * C + chqk] = win_qk[j];
+    if (wv)
+#pragma unroll
+        for (int j = 0; j < KC - 1; j++) wr[(size_t)j * C + chv] = win_v[j];
+#pragma unroll
+    for (int i = 0; i < R; i++) S[(size_t)(part + P * i) * D] = s[i];
+#else
+    __trap(); /* launched only where the kernel was built for sm_90 (see split_ok) */
+#endif
+}
+
+} // namespace gdn_split
+
 } // namespace
+
+/* Which form lc_gdn runs: 0 = block per head, NS (4, 8) = split over clusters
+ * of NS blocks.  LILAC_GDN_STEP (read once): "block" = the block form at
+ * every shape, "split8" = clusters of 8; unset or anything else = clusters of
+ * 4 where the split form is supported.  lc_gdn_step_force overrides (the
+ * workshop, bench/kernels/gdn_step_test.cu). */
+static int g_step = -1;
+static int step_form(void) {
+    if (g_step < 0) {
+        const char *s = getenv("LILAC_GDN_STEP");
+        g_step = s && strcmp(s, "block") == 0 ? 0 : s && strcmp(s, "split8") == 0 ? 8 : 4;
+    }
+    return g_step;
+}
+extern "C" void lc_gdn_step_force(int form) { g_step = form == 0 || form == 4 || form == 8 ? form : -1; }
+
+/* Calls of at most this many tokens take the split form (decode, short
+ * chunks); longer ones keep the block form, the reference the chunked prefill
+ * is checked against, whose per-token cost was never compared with it. */
+#define SPLIT_MAX_T 64
+
+/* Whether the split form with clusters of ns can run here: the shape it is
+ * written for, a kernel compiled for sm_90+ (JIT from compute_80 PTX on a
+ * newer GPU it would be the trap: ptxVersion), and one cluster fitting.
+ * Probed once per device (cached: lc_gdn is also called inside graph capture). */
+static bool split_ok(const lc_gdn_params *p, int ns) {
+    if (p->K != gdn_split::KC || p->dk != gdn_split::D || p->dv != gdn_split::D || p->Hk < 1 || p->Hv % p->Hk)
+        return false;
+    static signed char ok[64][2]; /* 0 unknown, 1 yes, -1 no; [device][ns == 8] */
+    int dev = 0;
+    if (cudaGetDevice(&dev)) return false;
+    signed char *o = &ok[dev & 63][ns == 8];
+    if (*o == 0) {
+        void (*k)(lc_gdn_params, const float *, int, int, float *, float *, float *, const lc_ctrl *) =
+            ns == 8 ? gdn_split::gdn_split_kernel<8> : gdn_split::gdn_split_kernel<4>;
+        cudaFuncAttributes fa;
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = (unsigned)ns, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3(p->Hv * ns), cfg.blockDim = dim3(gdn_split::THREADS), cfg.attrs = at, cfg.numAttrs = 1;
+        int nc = 0;
+        const bool yes = cudaFuncGetAttributes(&fa, k) == cudaSuccess && fa.ptxVersion >= 90 && fa.binaryVersion >= 90 &&
+                         cudaOccupancyMaxActiveClusters(&nc, k, &cfg) == cudaSuccess && nc >= 1;
+        (void)cudaGetLastError(); /* a refused query leaves no error behind */
+        *o = yes ? 1 : -1;
+    }
+    return *o > 0;
+}
+
+/* The split form: Hv clusters of ns blocks, with PDL as lc_launch */
+static cudaError_t launch_split(int ns, const lc_gdn_params *p, const float *proj, int ldp, int T, float *conv_state,
+                                float *state, float *out, const lc_ctrl *ctrl, cudaStream_t st) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(p->Hv * ns);
+    cfg.blockDim = dim3(gdn_split::THREADS);
+    cfg.stream = st;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    at[1].id = cudaLaunchAttributeClusterDimension;
+    at[1].val.clusterDim.x = (unsigned)ns, at[1].val.clusterDim.y = 1, at[1].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 2;
+    const cudaError_t err =
+        ns == 8 ? cudaLaunchKernelEx(&cfg, gdn_split::gdn_split_kernel<8>, *p, proj, ldp, T, conv_state, state, out, ctrl)
+                : cudaLaunchKernelEx(&cfg, gdn_split::gdn_split_kernel<4>, *p, proj, ldp, T, conv_state, state, out, ctrl);
+    return err ? err : cudaGetLastError();
+}
+
+/* The form lc_gdn runs for p and T: 0 = block, else the cluster size */
+extern "C" int lc_gdn_step_form(const lc_gdn_params *p, int T) {
+    const int form = step_form();
+    return form && T >= 1 && T <= SPLIT_MAX_T && split_ok(p, form) ? form : 0;
+}
 
 extern "C" cudaError_t lc_gdn(const lc_gdn_params *p, const float *proj, int ldp, int T, float *conv_state, float *state,
                               float *out, const lc_ctrl *ctrl, cudaStream_t st) {
+    if (p == NULL || ctrl == NULL) return cudaErrorInvalidValue;
+    const int form = lc_gdn_step_form(p, T);
+    if (form) return launch_split(form, p, proj, ldp, T, conv_state, state, out, ctrl, st);
     /* threads: the larger of the state's SPLIT*dv and the conv's 2*dk + dv, in warps */
     const int split = p->dk / 32, need = p->dv * split > 2 * p->dk + p->dv ? p->dv * split : 2 * p->dk + p->dv;
     const int threads = (need + 31) / 32 * 32;
