@@ -338,8 +338,8 @@ int main(int argc, char **argv) {
            prop.name, prop.major, prop.minor, prop.multiProcessorCount, lc_gdn_prefill_max_clusters(), HV,
            lc_gdn_prefill_max_plain_blocks(), 4 * HV);
 
-    /* the reference is lc_gdn's block form at every T (its split form, the decode
-     * default for T <= 64, is checked against it in gdn_step_test) */
+    /* the reference is lc_gdn's block form at every T, whatever LILAC_GDN_STEP
+     * says (its split form is checked against it in gdn_step_test) */
     lc_gdn_step_force(0);
 
     /* weights */
