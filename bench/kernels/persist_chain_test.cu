@@ -27,6 +27,14 @@
  *      per row (partial sums combined in shared memory, in a fixed order);
  *   D  C with cp.async.bulk (the TMA, one mbarrier per slot) instead of
  *      16 B cp.async per lane.
+ *   E  the engine's integer tensor-core tiles (decode/gemv_tq.cuh: u8 codes x
+ *      s8 digits of x, ~25 instructions per 1,024 weights and warp instead of
+ *      ~150) as a persistent chain: 8-warp blocks, each taking whole row
+ *      blocks of a stage (in_proj 32 rows = 2 x 16 rows x 4 K slices,
+ *      out_proj 16 rows x 8 K slices; split-K summed in shared memory), its
+ *      codes in registers; the block's first tile of the next stage is
+ *      requested before the stage wait.  E2 / E3: grids of 2 / 3 blocks per
+ *      SM (3 x 132 >= 386: one in_proj task per block, no second round).
  * Every persistent variant also runs on a reduced grid (--grid N, default
  * half the full one) to show that the schedule neither deadlocks nor depends
  * on the block count.  Timing: R replays (20; --quick: 2 pairs, 2 copies, 1
@@ -47,7 +55,7 @@
 #include <string.h>
 #include <vector>
 
-#include "backend/cuda/decode/gemv_stream.cuh" /* qdot.cuh's dequantisation, cp16 / cp_commit / cp_wait, mat_view */
+#include "backend/cuda/decode/gemv_tq.cuh" /* gemv_stream.cuh (qdot.cuh's dequantisation, cp16 / cp_commit / cp_wait, mat_view) and the tq tiles */
 #include "backend/cuda/mma.cuh"                /* mbarriers */
 #include "workshop.h"
 
@@ -352,6 +360,81 @@ __global__ void __launch_bounds__(WARPS * 32, 1) chain_kernel(const __grid_const
     }
 }
 
+/* ---- E: the tq tiles as a persistent chain ------------------------------- */
+namespace tqc {
+constexpr int NSP = 4, TW = 8;                                  /* spans per warp, warps per block */
+constexpr int KS_IN = D / (128 * NSP), RB_IN = TW / KS_IN;      /* 4 K slices, 2 row blocks: 32 rows a task */
+constexpr int KS_OUT = DIN / (128 * NSP), RB_OUT = TW / KS_OUT; /* 8, 1: 16 rows a task */
+constexpr int NT_IN = NIN / (16 * RB_IN), NT_OUT = D / (16 * RB_OUT);
+static_assert(NIN % (16 * RB_IN) == 0 && D % (16 * RB_OUT) == 0, "whole tasks");
+
+/* This warp's tile of task `task` (row blocks task RB .. task RB + RB - 1) of copy e */
+template <int K, int RB>
+__device__ __forceinline__ void load_task(gemv_tq::tile<K, NSP> &tl, const lc_qmat &W, int e, int task) {
+    constexpr int KS = K / (128 * NSP);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r0 = (task * RB + warp / KS) * 16;
+    tl.load(qrow_w(W, e, r0), W.s + qrow_sb(W, e, r0), W.b + qrow_sb(W, e, r0), warp % KS, lane >> 2, lane & 3);
+}
+
+/* The task's rows: the warps' partial dots, summed over the K slices in
+ * order (deterministic), stored as the other variants store. */
+template <int K, int RB, bool IN>
+__device__ __forceinline__ void run_task(const gemv_tq::tile<K, NSP> &tl, const chain_args &a, int task, const uint4 *bf,
+                                         const float *xs, float down, float *red) {
+    constexpr int KS = K / (128 * NSP);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    float ya, yb;
+    tl.dot(bf, xs, down, warp % KS, g, c, ya, yb);
+    if (c == 0) red[warp * 16 + g] = ya, red[warp * 16 + g + 8] = yb;
+    __syncthreads();
+    if (threadIdx.x < RB * 16) {
+        const int rbi = threadIdx.x / 16, rr = threadIdx.x % 16;
+        float v = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KS; k++) v += red[(rbi * KS + k) * 16 + rr];
+        store<IN>(a, (task * RB + rbi) * 16 + rr, v);
+    }
+    __syncthreads(); /* red is rewritten by the next task; the stores precede the arrive */
+}
+} // namespace tqc
+
+template <int MINB>
+__global__ void __launch_bounds__(tqc::TW * 32, MINB) tq_chain_kernel(const __grid_constant__ chain_args a) {
+    using namespace tqc;
+    __shared__ uint4 bf[(DIN / 128 + 1) * 2 * gemv_tq::SLOTS]; /* x's digits: room for out_proj's 4,096 inputs */
+    __shared__ __align__(16) float xs[DIN / 64];
+    __shared__ float red[TW * 16], scratch[32];
+    const int G = gridDim.x, b = blockIdx.x;
+    gemv_tq::tile<D, NSP> ti;   /* in_proj tile ... */
+    gemv_tq::tile<DIN, NSP> to; /* ... and out_proj's: their lives do not overlap (one register set) */
+    if (b < NT_IN) load_task<D, RB_IN>(ti, a.win, 0, b);
+    for (int p = 0; p < a.pairs; p++) {
+        const int e = p % a.win.n_mat, s = 2 * p;
+        if (s > 0) {
+            if (threadIdx.x == 0) wait_count(a.counter, a.base + (unsigned)s * G);
+            __syncthreads();
+        }
+        const float dn_in = gemv_tq::prep_x<D, TW * 32>(a.h, a.nw, a.eps, bf, xs, scratch);
+        for (int t = b; t < NT_IN; t += G) {
+            if (t != b) load_task<D, RB_IN>(ti, a.win, e, t);
+            run_task<D, RB_IN, true>(ti, a, t, bf, xs, dn_in, red);
+        }
+        if (b < NT_OUT) load_task<DIN, RB_OUT>(to, a.wout, e, b); /* in flight during the wait */
+        if (threadIdx.x == 0) {
+            arrive(a.counter);
+            wait_count(a.counter, a.base + (unsigned)(s + 1) * G);
+        }
+        __syncthreads();
+        const float dn_out = gemv_tq::prep_x<DIN, TW * 32>(a.proj, nullptr, 0.0f, bf, xs, scratch);
+        for (int t = b; t < NT_OUT; t += G) {
+            if (t != b) load_task<DIN, RB_OUT>(to, a.wout, e, t);
+            run_task<DIN, RB_OUT, false>(to, a, t, bf, xs, dn_out, red);
+        }
+        if (p + 1 < a.pairs && b < NT_IN) load_task<D, RB_IN>(ti, a.win, (p + 1) % a.win.n_mat, b);
+        if (threadIdx.x == 0) arrive(a.counter);
+    }
+}
+
 /* ---- host --------------------------------------------------------------- */
 static int g_quick = 0, g_failures = 0;
 static double g_copy_gbs = 0;
@@ -361,7 +444,9 @@ struct variant {
     const char *name;
     const void *fn;
     size_t (*smem)(int grid);
+    int threads;
 };
+static size_t no_smem(int) { return 0; }
 template <int RI, int RO>
 static size_t smem_of(int grid) {
     const int part = std::max(geo<D, NIN, RI>::part_floats(grid), geo<DIN, D, RO>::part_floats(grid));
@@ -369,7 +454,7 @@ static size_t smem_of(int grid) {
 }
 template <int RI, int RO, bool PF, bool BULK>
 static variant make_variant(const char *name) {
-    return {name, (const void *)chain_kernel<RI, RO, PF, BULK>, smem_of<RI, RO>};
+    return {name, (const void *)chain_kernel<RI, RO, PF, BULK>, smem_of<RI, RO>, WARPS * 32};
 }
 
 /* The shared memory attribute is set before (main), not inside the timing. */
@@ -378,7 +463,7 @@ static void launch_chain(const variant &v, chain_args a, int grid, cudaStream_t 
     a.base = g_count;
     void *args[] = {&a};
     /* cooperative: every block resident at once, or the launch fails (no block may wait on one not running) */
-    CK(cudaLaunchCooperativeKernel(v.fn, dim3(grid), dim3(WARPS * 32), args, smem, st));
+    CK(cudaLaunchCooperativeKernel(v.fn, dim3(grid), dim3(v.threads), args, smem, st));
     g_count += 2u * a.pairs * grid;
 }
 
@@ -532,6 +617,25 @@ int main(int argc, char **argv) {
             CK(cudaFuncSetAttribute(vs[v].fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)vs[v].smem(c.grid)));
             bench(&c, run_var, vs[v].name, c.grid);
         }
+    /* E: its own grids (its blocks are smaller: 2 or 3 per SM), full and half */
+    const variant ve[] = {
+        {"E tq tiles, 2 blocks/SM", (const void *)tq_chain_kernel<2>, no_smem, tqc::TW * 32},
+        {"E tq tiles, 3 blocks/SM", (const void *)tq_chain_kernel<3>, no_smem, tqc::TW * 32},
+    };
+    for (const variant &v : ve) {
+        int nb = 0;
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, v.fn, v.threads, 0));
+        const int fe = nb * sms;
+        if (fe < 1) {
+            printf("  %-44s no block fits\n", v.name);
+            g_failures++;
+            continue;
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            c.v = &v, c.grid = pass ? (fe / 2 > 0 ? fe / 2 : 1) : fe;
+            bench(&c, run_var, v.name, c.grid);
+        }
+    }
     CK(cudaDeviceSynchronize());
     printf("\n%s: %d failure(s)\n", g_failures ? "FAIL" : "all passed", g_failures);
     return g_failures ? 1 : 0;

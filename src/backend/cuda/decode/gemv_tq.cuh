@@ -126,7 +126,9 @@ __device__ __forceinline__ void put_task(const float (&v)[8], int t, float up, u
 
 /* x (RMSNorm(x) * norm_w with norm_w) as digits into bf (span K / 128 is
  * zeros) and the group sums xs[K / 64]; returns 2^-E.  One task = word v of
- * a span (8 inputs).  All threads call it (barriers). */
+ * a span (8 inputs).  All threads call it (barriers).  x is read through L2
+ * (__ldcg): it is rewritten every step, and in a persistent kernel
+ * (bench/kernels/persist_chain_test) by other blocks of the same launch. */
 template <int K, int NT>
 __device__ __forceinline__ float prep_x(const float *__restrict__ x, const float *__restrict__ norm_w, float eps, uint4 *bf,
                                         float *xs, float *scratch) {
@@ -139,7 +141,7 @@ __device__ __forceinline__ float prep_x(const float *__restrict__ x, const float
     for (int i = 0; i < PER; i++) {
         const int t = tid + i * NT;
         if (t < TASKS) {
-            const float4 a = reinterpret_cast<const float4 *>(x)[2 * t], b = reinterpret_cast<const float4 *>(x)[2 * t + 1];
+            const float4 a = __ldcg(reinterpret_cast<const float4 *>(x) + 2 * t), b = __ldcg(reinterpret_cast<const float4 *>(x) + 2 * t + 1);
             v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w, v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
 #pragma unroll
             for (int e = 0; e < 8; e++) ss += v[i][e] * v[i][e];
@@ -184,7 +186,7 @@ __device__ __forceinline__ float prep_x_warp(const float *__restrict__ x, uint4 
 #pragma unroll
     for (int i = 0; i < PER; i++) {
         const int t = lane + 32 * i;
-        const float4 a = reinterpret_cast<const float4 *>(x)[2 * t], b = reinterpret_cast<const float4 *>(x)[2 * t + 1];
+        const float4 a = __ldcg(reinterpret_cast<const float4 *>(x) + 2 * t), b = __ldcg(reinterpret_cast<const float4 *>(x) + 2 * t + 1);
         v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w, v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
 #pragma unroll
         for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(v[i][e]));
