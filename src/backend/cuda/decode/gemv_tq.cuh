@@ -8,7 +8,7 @@
  *   tq_gemv      y = residual + W . x, x optionally RMSNorm(x) * norm_w;
  *   tq_gate_up   the MoE gate/up + SwiGLU of the 8 routed experts and the
  *                shared one (act[j, r] = silu(g_j[r] . x) * (u_j[r] . x));
- *   tq_down      the MoE down + combine + residual (workshop only so far).
+ *   tq_down      the MoE down + combine + residual (LILAC_GEMV=tqall only so far).
  * gemv.cu and moe.cu choose them by shape.
  *
  * ---- Numerics ----------------------------------------------------------------
@@ -422,8 +422,8 @@ __global__ void __launch_bounds__(9 * RB * 32) tq_down(lc_qmat down, lc_qmat sdo
     }
 }
 
-/* Not chosen by moe.cu yet: written after the last GPU call of its session,
- * so only bench/kernels/gemv_test launches it (variants "tq down"). */
+/* Not the default yet: written after the last GPU call of its session, so
+ * moe.cu runs it only with LILAC_GEMV=tqall (and gemv_test times it). */
 template <int RB>
 static cudaError_t launch_down(const lc_qmat &down, const lc_qmat &sdown, const int32_t *ids, const float *w,
                                const float *sgate, const float *act, float *h, const lc_ctrl *ctrl, cudaStream_t st,

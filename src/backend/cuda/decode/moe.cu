@@ -385,7 +385,7 @@ extern "C" cudaError_t lc_moe_gate_up(const lc_qmat *gate, const lc_qmat *up, co
     if (sh_gate->rows != gate->rows) return cudaErrorInvalidValue; /* act rows share one stride */
     const lc_qmat *ms[] = {gate, up, sh_gate, sh_up};
     if (moe_stream_ok(ms, 4, 2048, 1024) && up->rows == gate->rows && sh_up->rows == gate->rows)
-        return lc_gemv_kernels() == LC_GEMV_AUTO && gate->rows % 16 == 0
+        return lc_gemv_kernels() != LC_GEMV_STREAM && gate->rows % 16 == 0
                    ? gemv_tq::launch_gate_up<4>(*gate, *up, *sh_gate, *sh_up, ids, K, x, act, ctrl, st)
                    : gemv_stream::launch_stream_gate_up<1>(*gate, *up, *sh_gate, *sh_up, ids, K, x, act, ctrl, st);
 #define CALL_(B, C, L) return launch_gate_up<B, C, L>(gate, up, sh_gate, sh_up, ids, K, x, act, ctrl, st);
@@ -398,7 +398,9 @@ extern "C" cudaError_t lc_moe_down(const lc_qmat *down, const lc_qmat *sh_down, 
                                    cudaStream_t st) {
     const lc_qmat *ms[] = {down, sh_down};
     if (K == KMAX && moe_stream_ok(ms, 2, 512, 4096) && sh_down->rows == down->rows)
-        return gemv_stream::launch_stream_down<8>(*down, *sh_down, ids, w, sgate, act, h, ctrl, st);
+        return lc_gemv_kernels() == LC_GEMV_TQALL && down->rows % 16 == 0
+                   ? gemv_tq::launch_down<1>(*down, *sh_down, ids, w, sgate, act, h, ctrl, st)
+                   : gemv_stream::launch_stream_down<8>(*down, *sh_down, ids, w, sgate, act, h, ctrl, st);
 #define CALL_(B, C, L) return launch_down<B, C, L>(down, sh_down, ids, w, sgate, K, act, h, ctrl, st);
     LC_QDOT_DISPATCH(down->bits, down->cols, CALL_);
 #undef CALL_
