@@ -407,7 +407,10 @@ __global__ void __launch_bounds__(tqc::TW * 32, MINB) tq_chain_kernel(const __gr
     const int G = gridDim.x, b = blockIdx.x;
     gemv_tq::tile<D, NSP> ti;   /* in_proj tile ... */
     gemv_tq::tile<DIN, NSP> to; /* ... and out_proj's: their lives do not overlap (one register set) */
+    /* every path defines the tile it does not load (clear): a tile left as it
+     * was would stay live, for all the compiler knows, across the other stage */
     if (b < NT_IN) load_task<D, RB_IN>(ti, a.win, 0, b);
+    else ti.clear();
     for (int p = 0; p < a.pairs; p++) {
         const int e = p % a.win.n_mat, s = 2 * p;
         if (s > 0) {
@@ -420,6 +423,7 @@ __global__ void __launch_bounds__(tqc::TW * 32, MINB) tq_chain_kernel(const __gr
             run_task<D, RB_IN, true>(ti, a, t, bf, xs, dn_in, red);
         }
         if (b < NT_OUT) load_task<DIN, RB_OUT>(to, a.wout, e, b); /* in flight during the wait */
+        else to.clear();
         if (threadIdx.x == 0) {
             arrive(a.counter);
             wait_count(a.counter, a.base + (unsigned)(s + 1) * G);
@@ -431,6 +435,7 @@ __global__ void __launch_bounds__(tqc::TW * 32, MINB) tq_chain_kernel(const __gr
             run_task<DIN, RB_OUT, false>(to, a, t, bf, xs, dn_out, red);
         }
         if (p + 1 < a.pairs && b < NT_IN) load_task<D, RB_IN>(ti, a.win, (p + 1) % a.win.n_mat, b);
+        else ti.clear();
         if (threadIdx.x == 0) arrive(a.counter);
     }
 }

@@ -209,6 +209,16 @@ struct tile {
     uint4 qa[NSP], qb[NSP];
     uint32_t sa[NSP], sb[NSP], ba[NB], bb[NB];
 
+    /* No tile: defines every register on the paths that load none, so the
+     * compiler need not keep an older tile alive across them (the persistent
+     * chain of bench/kernels/persist_chain_test). */
+    __device__ __forceinline__ void clear() {
+#pragma unroll
+        for (int m = 0; m < NSP; m++) qa[m] = qb[m] = make_uint4(0, 0, 0, 0), sa[m] = sb[m] = 0;
+#pragma unroll
+        for (int i = 0; i < NB; i++) ba[i] = bb[i] = 0;
+    }
+
     /* w, s, b: row 0 of the 16-row block (codes, scales, biases) */
     __device__ __forceinline__ void load(const uint32_t *w, const uint16_t *s, const uint16_t *b, int ks, int g, int c) {
         const uint4 *wa = reinterpret_cast<const uint4 *>(w + (size_t)g * (K / 8)) + ks * NSP * 4 + c;
