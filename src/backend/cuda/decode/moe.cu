@@ -4,8 +4,9 @@
  * kernel, and their down projections with the routing weights, the sigmoid
  * gate of the shared expert and the residual add in another.  Expert ids
  * never leave the GPU.  At the 4-bit shapes where bench/kernels/gemv_test
- * measured them faster, gate/up and down run gemv_stream.cuh's kernels
- * (moe_stream_ok below; LILAC_GEMV=engine keeps these kernels). */
+ * measured them faster, gate/up runs gemv_tq.cuh's kernel and down
+ * gemv_stream.cuh's (moe_stream_ok below; LILAC_GEMV=engine keeps these
+ * kernels, =stream the streaming ones for both, =tqall gemv_tq.cuh's for both). */
 #include <math.h>
 #include <stdint.h>
 
