@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cluster.cuh"
 #include "backend/cuda/common.cuh"
 
 namespace {
@@ -133,26 +134,6 @@ namespace gdn_split {
 
 constexpr int KC = 4, D = 128, THREADS = 256;
 
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ uint32_t cluster_rank() {
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-/* arrive without ordering: only says this block has started */
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
-/* v into the shared-memory word of block `rank` that corresponds to local */
-__device__ __forceinline__ void st_peer(const float *local, uint32_t rank, float v) {
-    uint32_t a;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32(local)), "r"(rank));
-    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
-}
-#endif
 
 template <int NS>
 __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, const float *__restrict__ proj, int ldp,
@@ -237,7 +218,7 @@ __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, con
         for (int x = P; x < 32; x <<= 1) o2 += __shfl_xor_sync(0xffffffffu, o2, x);
         if (t == 0) cluster_wait(); /* the start barrier */
         float *slot = oo[t & 1];
-        if (lane < NS) st_peer(slot + rank * NW + warp, (uint32_t)lane, o2);
+        if (lane < NS) st_cluster(slot + rank * NW + warp, (uint32_t)lane, o2);
         /* also the block barrier before qk and sq_w are rewritten: every read above precedes the arrive */
         cluster_arrive();
         cluster_wait();

@@ -38,6 +38,7 @@
  * hi + lo bf16 (hi*hi + hi*lo + lo*hi, fp32 accumulate: ~16 bits of
  * mantissa; a single bf16/fp16 product loses 5-50x more, measured in a CPU
  * emulation of this algorithm).  Needs sm_90 (clusters). */
+#include "backend/cuda/cluster.cuh"
 #include "backend/cuda/common.cuh"
 
 
@@ -64,8 +65,6 @@ constexpr int SPAD = NV + 8;           /* row stride (bf16) of the small [rows][
 /* XOR swizzle of 16-byte groups by row: the 8 rows an ldmatrix reads hit 8 different bank groups. */
 __device__ __forceinline__ int swz128(int r, int c) { return r * 128 + ((((c >> 3) ^ r) & 7) | (c >> 3 & 8)) * 8 + (c & 7); }
 __device__ __forceinline__ int swz64(int r, int c) { return r * 64 + (((c >> 3) ^ r) & 7) * 8 + (c & 7); }
-
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 __device__ __forceinline__ void ldsm4(uint32_t r[4], const void *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
@@ -110,13 +109,6 @@ __device__ __forceinline__ void cp16(void *s, const void *g) {
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
-__device__ __forceinline__ void st_cluster(const float *local, uint32_t rank, float v) {
-    uint32_t a;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32(local)), "r"(rank));
-    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
-}
 
 /* The row sums of o^2 between the blocks of a value head without a cluster:
  * 64-bit words {seq, value} written and polled at gpu scope; a word is valid
