@@ -265,15 +265,7 @@ __global__ void __launch_bounds__(RB * (K / (128 * NSP)) * 32, MINB)
     }
     ya += __shfl_xor_sync(0xffffffffu, ya, 1), yb += __shfl_xor_sync(0xffffffffu, yb, 1);
     ya += __shfl_xor_sync(0xffffffffu, ya, 2), yb += __shfl_xor_sync(0xffffffffu, yb, 2);
-    if (c == 0) red[warp * 16 + g] = ya, red[warp * 16 + g + 8] = yb;
-    __syncthreads();
-    if (threadIdx.x < RB * 16) { /* split-K sum: row block threadIdx.x / 16 */
-        const int rbi = threadIdx.x / 16, rr = threadIdx.x % 16, r = (blockIdx.x * RB + rbi) * 16 + rr;
-        float a = 0.0f;
-#pragma unroll
-        for (int k = 0; k < KS; k++) a += red[(rbi * KS + k) * 16 + rr];
-        y[r] = residual ? residual[r] + a : a;
-    }
+    gemv_tq::store_rows<RB, KS>(red, ya, yb, y, residual); /* as tq_gemv's split-K sum */
 }
 
 template <int K, int NSP, int RB, int MINB>

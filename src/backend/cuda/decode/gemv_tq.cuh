@@ -284,6 +284,24 @@ struct tile {
     }
 };
 
+/* The block's rows from its warps' partial dots (ya, yb of rows g, g + 8 in
+ * lanes c = 0; warp = row block * KS + K slice): summed over the K slices in
+ * order, y[r] = residual[r] + sum.  All threads call it (a barrier). */
+template <int RB, int KS>
+__device__ __forceinline__ void store_rows(float *red, float ya, float yb, float *__restrict__ y,
+                                           const float *__restrict__ residual) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2;
+    if ((lane & 3) == 0) red[warp * 16 + g] = ya, red[warp * 16 + g + 8] = yb;
+    __syncthreads();
+    if (threadIdx.x < RB * 16) { /* row block threadIdx.x / 16 */
+        const int rbi = threadIdx.x / 16, rr = threadIdx.x % 16, r = (blockIdx.x * RB + rbi) * 16 + rr;
+        float a = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KS; k++) a += red[(rbi * KS + k) * 16 + rr];
+        y[r] = residual ? residual[r] + a : a;
+    }
+}
+
 /* y[r] = residual[r] + W[r] . x, x optionally RMSNorm(x) * norm_w; W a single
  * matrix (mat_view), W.cols == K, W.rows a multiple of 16 RB (the launcher
  * checks).  PDL as gemv_stream.cuh: only weights before the wait. */
@@ -306,15 +324,7 @@ __global__ void __launch_bounds__(RB * (K / (128 * NSP)) * 32, MINB)
     const float down = prep_x<K, NT>(x, norm_w, eps, bf, xs, scratch);
     float ya, yb;
     tl.dot(bf, xs, down, ks, g, c, ya, yb);
-    if (c == 0) red[warp * 16 + g] = ya, red[warp * 16 + g + 8] = yb;
-    __syncthreads();
-    if (threadIdx.x < RB * 16) { /* split-K sum: row block threadIdx.x / 16 */
-        const int rbi = threadIdx.x / 16, rr = threadIdx.x % 16, r = (blockIdx.x * RB + rbi) * 16 + rr;
-        float a = 0.0f;
-#pragma unroll
-        for (int k = 0; k < KS; k++) a += red[(rbi * KS + k) * 16 + rr];
-        y[r] = residual ? residual[r] + a : a;
-    }
+    store_rows<RB, KS>(red, ya, yb, y, residual);
 }
 
 template <int K, int NSP, int RB, int MINB>
