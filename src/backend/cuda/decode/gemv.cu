@@ -132,8 +132,8 @@ extern "C" void lc_gemv_set_kernels(int k) {
  * graph timings of gemv_mma_test and gemv_test (40 launches with PDL,
  * weights beyond L2; qdot kernel -> stream/persist -> tq):
  *   2048 inputs, < 100,000 rows (GDN in_proj 12352, attention q|k|v 9216):
- *        tq NSP=4 RB=2; in_proj 9.53 -> 8.69 -> 7.13 us (q|k|v: persist R=2 S=4, 9.08 -> 7.60)
- *   2048 inputs, >= 100,000 rows (lm_head 248320): tq NSP=8 RB=4, 123.8 -> 92.2 -> 75.3 us
+ *        tq NSP=4 RB=2; in_proj 9.51 -> 8.69 -> 7.13 us, q|k|v 9.06 -> 7.59 -> 6.70
+ *   2048 inputs, >= 100,000 rows (lm_head 248320): tq NSP=8 RB=4, 123.8 -> 97.0 -> 75.0 us
  *   4096 inputs, <= 4096 rows (out_proj / o_proj 2048): stream R=2, 5.25 -> 3.49 us
  *        (tq 3.86: the x prologue of 4,096 inputs per block outweighs the loop)
  * The tq kernels do not write xn_out; with it, and for other shapes (fewer

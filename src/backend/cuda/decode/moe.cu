@@ -376,10 +376,11 @@ static bool moe_stream_ok(const lc_qmat *const *ms, int n, int cols, int max_row
 }
 
 /* From the H200 graph timings of gemv_test (8 routed + shared, 2048 hidden,
- * 512 inner): gate/up stream R=1, 10.17 -> 8.57 us, then on the integer
- * tensor cores (gemv_tq.cuh, NSP=4; LILAC_GEMV=stream keeps the stream
- * kernel); down 8 warps with no-allocate loads, 5.97 -> 4.94 us.  Other
- * shapes keep the kernels above. */
+ * 512 inner; qdot -> stream -> tq, one call): gate/up 10.22 -> 8.77 -> 6.40
+ * us on the integer tensor cores (gemv_tq.cuh, NSP=4; LILAC_GEMV=stream
+ * keeps the stream kernel); down 8 warps with no-allocate loads, 5.55 ->
+ * 4.60 us (tq_down with LILAC_GEMV=tqall, not yet measured).  Other shapes
+ * keep the kernels above. */
 extern "C" cudaError_t lc_moe_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
                                       const int32_t *ids, int K, const float *x, float *act, const lc_ctrl *ctrl,
                                       cudaStream_t st) {
