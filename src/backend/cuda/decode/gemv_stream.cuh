@@ -91,11 +91,7 @@ inline int sm_count() {
  * index: its 64-bit offset arithmetic alone cost stream_gemv 32 bytes of
  * spills). */
 inline lc_qmat mat_view(const lc_qmat &W, int mat) {
-    lc_qmat v = W;
-    const size_t rows = (size_t)mat * W.rows;
-    v.w += rows * (size_t)(W.cols * W.bits / 32);
-    v.s += rows * (size_t)(W.cols / LC_GROUP);
-    v.b += rows * (size_t)(W.cols / LC_GROUP);
+    lc_qmat v = lc_qmat_rows(&W, mat * W.rows, W.rows); /* the stack's rows run on from one matrix to the next */
     v.n_mat = 1;
     return v;
 }
