@@ -140,32 +140,14 @@ template <int K, int NT>
 __device__ __forceinline__ void prep_x(const float *__restrict__ x, const float *__restrict__ norm_w, float eps, uint4 *bf,
                                        float *xs, float *scratch) {
     constexpr int TASKS = K / 8, PER = (TASKS + NT - 1) / NT, NSPAN = K / 128;
-    static_assert(TASKS % 32 == 0 && NT % 32 == 0, "tasks must cover whole warps");
     const int tid = threadIdx.x;
     float v[PER][8];
-    float ss = 0.0f;
-#pragma unroll
-    for (int i = 0; i < PER; i++) {
-        const int t = tid + i * NT;
-        if (t < TASKS) {
-            const float4 a = reinterpret_cast<const float4 *>(x)[2 * t], b = reinterpret_cast<const float4 *>(x)[2 * t + 1];
-            v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w, v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
-#pragma unroll
-            for (int e = 0; e < 8; e++) ss += v[i][e] * v[i][e];
-        }
-    }
-    const float rr = norm_w ? rsqrtf(block_sum(ss, scratch) / (float)K + eps) : 1.0f;
+    gemv_tq::load_tasks<K, NT, PER>(x, norm_w, eps, v, scratch); /* tq's load and norm */
     if (tid < 4 * SLOTS) bf[NSPAN * 4 * SLOTS + tid] = make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int i = 0; i < PER; i++) {
         const int t = tid + i * NT;
         if (t < TASKS) { /* warp-uniform (TASKS and NT are multiples of 32) */
-            if (norm_w) {
-                const float4 a = reinterpret_cast<const float4 *>(norm_w)[2 * t], b = reinterpret_cast<const float4 *>(norm_w)[2 * t + 1];
-                const float w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-                for (int e = 0; e < 8; e++) v[i][e] = v[i][e] * rr * w[e]; /* load_x_smem's order */
-            }
             uint32_t h[3][8];
             float sum = 0.0f;
 #pragma unroll

@@ -124,44 +124,60 @@ __device__ __forceinline__ void put_task(const float (&v)[8], int t, float up, u
     if (t % 8 == 0) xs[t / 8] = sum;
 }
 
-/* x (RMSNorm(x) * norm_w with norm_w) as digits into bf (span K / 128 is
- * zeros) and the group sums xs[K / 64]; returns 2^-E.  One task = word v of
- * a span (8 inputs).  All threads call it (barriers).  x is read through L2
- * (__ldcg): it is rewritten every step, and in a persistent kernel
- * (bench/kernels/persist_chain_test) by other blocks of the same launch. */
-template <int K, int NT>
-__device__ __forceinline__ float prep_x(const float *__restrict__ x, const float *__restrict__ norm_w, float eps, uint4 *bf,
-                                        float *xs, float *scratch) {
-    constexpr int TASKS = K / 8, PER = (TASKS + NT - 1) / NT, NSPAN = K / 128;
-    static_assert(TASKS % 32 == 0 && NT % 32 == 0, "tasks must cover whole warps");
+/* Task t's 8 inputs of x (8t .. 8t + 7), read through L2 (__ldcg): x is
+ * rewritten every step, and in a persistent kernel (bench/kernels/
+ * persist_chain_test) by other blocks of the same launch. */
+__device__ __forceinline__ void load_task_x(const float *__restrict__ x, int t, float (&v)[8]) {
+    const float4 a = __ldcg(reinterpret_cast<const float4 *>(x) + 2 * t), b = __ldcg(reinterpret_cast<const float4 *>(x) + 2 * t + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+/* The block's tasks of x (thread tid: tasks tid + i NT, i < PER, those below
+ * K / 8), RMSNorm(x) * norm_w when norm_w is set (load_x_smem's order).  All
+ * threads call it (with norm_w, a block sum). */
+template <int K, int NT, int PER>
+__device__ __forceinline__ void load_tasks(const float *__restrict__ x, const float *__restrict__ norm_w, float eps,
+                                           float (&v)[PER][8], float *scratch) {
+    constexpr int TASKS = K / 8;
+    static_assert(PER == (TASKS + NT - 1) / NT && TASKS % 32 == 0 && NT % 32 == 0, "tasks must cover whole warps");
     const int tid = threadIdx.x;
-    float v[PER][8];
-    float ss = 0.0f, amax = 0.0f;
+    float ss = 0.0f;
 #pragma unroll
-    for (int i = 0; i < PER; i++) {
-        const int t = tid + i * NT;
-        if (t < TASKS) {
-            const float4 a = __ldcg(reinterpret_cast<const float4 *>(x) + 2 * t), b = __ldcg(reinterpret_cast<const float4 *>(x) + 2 * t + 1);
-            v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w, v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
+    for (int i = 0; i < PER; i++)
+        if (tid + i * NT < TASKS) {
+            load_task_x(x, tid + i * NT, v[i]);
 #pragma unroll
             for (int e = 0; e < 8; e++) ss += v[i][e] * v[i][e];
         }
-    }
     const float rr = norm_w ? rsqrtf(block_sum(ss, scratch) / (float)K + eps) : 1.0f;
 #pragma unroll
     for (int i = 0; i < PER; i++) {
         const int t = tid + i * NT;
-        if (t < TASKS) {
-            if (norm_w) {
-                const float4 a = reinterpret_cast<const float4 *>(norm_w)[2 * t], b = reinterpret_cast<const float4 *>(norm_w)[2 * t + 1];
-                const float w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+        if (t < TASKS && norm_w) { /* warp-uniform */
+            const float4 a = reinterpret_cast<const float4 *>(norm_w)[2 * t], b = reinterpret_cast<const float4 *>(norm_w)[2 * t + 1];
+            const float w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-                for (int e = 0; e < 8; e++) v[i][e] = v[i][e] * rr * w[e]; /* load_x_smem's order */
-            }
-#pragma unroll
-            for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(v[i][e]));
+            for (int e = 0; e < 8; e++) v[i][e] = v[i][e] * rr * w[e];
         }
     }
+}
+
+/* x (RMSNorm(x) * norm_w with norm_w) as digits into bf (span K / 128 is
+ * zeros) and the group sums xs[K / 64]; returns 2^-E.  One task = word v of
+ * a span (8 inputs).  All threads call it (barriers). */
+template <int K, int NT>
+__device__ __forceinline__ float prep_x(const float *__restrict__ x, const float *__restrict__ norm_w, float eps, uint4 *bf,
+                                        float *xs, float *scratch) {
+    constexpr int TASKS = K / 8, PER = (TASKS + NT - 1) / NT, NSPAN = K / 128;
+    const int tid = threadIdx.x;
+    float v[PER][8];
+    load_tasks<K, NT, PER>(x, norm_w, eps, v, scratch);
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < PER; i++)
+        if (tid + i * NT < TASKS)
+#pragma unroll
+            for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(v[i][e]));
     float up;
     const float down = digit_scale(block_max(amax, scratch), up);
     if (tid < 2 * SLOTS) bf[NSPAN * 2 * SLOTS + tid] = make_uint4(0, 0, 0, 0);
@@ -185,9 +201,7 @@ __device__ __forceinline__ float prep_x_warp(const float *__restrict__ x, uint4 
     float v[PER][8], amax = 0.0f;
 #pragma unroll
     for (int i = 0; i < PER; i++) {
-        const int t = lane + 32 * i;
-        const float4 a = __ldcg(reinterpret_cast<const float4 *>(x) + 2 * t), b = __ldcg(reinterpret_cast<const float4 *>(x) + 2 * t + 1);
-        v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w, v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
+        load_task_x(x, lane + 32 * i, v[i]);
 #pragma unroll
         for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(v[i][e]));
     }
