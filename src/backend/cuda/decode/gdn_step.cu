@@ -134,7 +134,6 @@ namespace gdn_split {
 
 constexpr int KC = 4, D = 128, THREADS = 256;
 
-
 template <int NS>
 __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, const float *__restrict__ proj, int ldp,
                                                             int T, float *__restrict__ conv_state,
