@@ -132,7 +132,7 @@ for l in a:
         [ -x build/kernels/persist_chain_test ] || sh bench/kernels/build_persist.sh > "$OUT/build_persist.log" 2>&1
         timeout 120 build/kernels/persist_chain_test 2>&1 | tee "$OUT/persist.log" | tail -14 ;;
     graph) # per-kernel times inside the decode graph at 4K (nsys node tracing), then tools/graph_trace.py
-        NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+        NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
         if [ -z "$NSYS" ]; then echo "graph: skipped (no nsys on this machine)"; else
             timeout 200 "$NSYS" profile --cuda-graph-trace=node -t cuda -o /tmp/lilac-dec --force-overwrite true \
                 $B/lilac bench --synthetic --decode 4096 -n 64 --repeats 1 --no-profile > "$OUT/nsys.log" 2>&1
@@ -142,8 +142,8 @@ for l in a:
     pcache) timeout 120 $B/tests/test_gpu_pcache 2>&1 | tee "$OUT/pcache.log" | tail -3 ;;
     decgdn) # decode at 4K with the DeltaNet step's block form against the split forms (LILAC_GDN_STEP), same binary
         for f in block split split8; do echo "LILAC_GDN_STEP=$f"; LILAC_GDN_STEP=$f timeout 100 $B/lilac bench --synthetic --decode 4096 -n 256 --repeats 3 2>&1 | tee "$OUT/bench_dec_gdn_$f.txt" | grep -E "^\| [0-9]|step:|DeltaNet"; done ;;
-    decab) # decode at 4K, 32K and 128K, the default kernels against LILAC_GEMV=stream and =tqall, same binary
-        for k in auto stream tqall; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 200 $B/lilac bench --synthetic --decode 4096,32768,131072 -n 256 --repeats 3 2>&1 | tee "$OUT/bench_dec_$k.txt" | grep -E "^\| [0-9]|step:|roofline"; done ;;
+    decab) # decode at 4K, 32K and 128K, the default kernels against LILAC_GEMV=stream, same binary
+        for k in auto stream; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 200 $B/lilac bench --synthetic --decode 4096,32768,131072 -n 256 --repeats 3 2>&1 | tee "$OUT/bench_dec_$k.txt" | grep -E "^\| [0-9]|step:|roofline"; done ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
     gemvab) for k in auto engine; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 150 $B/lilac bench --synthetic --decode 4096 -n 256 2>&1 | tee "$OUT/bench_4k_gemv_$k.txt"; done ;;
     esac

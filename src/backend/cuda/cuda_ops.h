@@ -76,13 +76,11 @@ cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, f
  * the streaming / persistent ones of decode/gemv_stream.cuh, each at the
  * 4-bit shapes where it was measured fastest, the qdot kernels elsewhere;
  * LC_GEMV_STREAM (LILAC_GEMV=stream) the same without gemv_tq.cuh;
- * LC_GEMV_TQALL (LILAC_GEMV=tqall) the default plus gemv_tq.cuh's MoE down
- * (not yet measured on a GPU, so not the default);
  * LC_GEMV_ENGINE (LILAC_GEMV=engine) the qdot kernels everywhere (the
  * variable is read once).  lc_gemv_set_kernels overrides the environment
  * (the workshops' A/B); the choice is made at launch, so a captured graph
  * keeps the kernels it was captured with. */
-enum { LC_GEMV_AUTO = 0, LC_GEMV_ENGINE = 1, LC_GEMV_STREAM = 2, LC_GEMV_TQALL = 3 };
+enum { LC_GEMV_AUTO = 0, LC_GEMV_ENGINE = 1, LC_GEMV_STREAM = 2 };
 int lc_gemv_kernels(void);
 void lc_gemv_set_kernels(int kernels);
 /* Tiled GEMM for T tokens: Y[t, r] (+)= sum_c X[t, c] W[r, c]; ldx/ldy are row

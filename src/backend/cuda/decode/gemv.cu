@@ -109,8 +109,8 @@ static cudaError_t supported(int bits, int cols) {
 extern "C" int lc_gemv_supported(int bits, int cols) { return supported(bits, cols) == cudaSuccess; }
 
 /* LILAC_GEMV (read once): "engine" = the qdot kernels at every shape,
- * "stream" = no integer tensor-core kernels, "tqall" = the default plus the
- * tensor-core MoE down; unset or anything else = the choice by shape.
+ * "stream" = no integer tensor-core kernels; unset or anything else = the
+ * choice by shape.
  * lc_gemv_set_kernels overrides. */
 static int g_kernels = -1;
 extern "C" int lc_gemv_kernels(void) {
@@ -119,13 +119,12 @@ extern "C" int lc_gemv_kernels(void) {
         g_kernels = !s                          ? LC_GEMV_AUTO
                     : strcmp(s, "engine") == 0 ? LC_GEMV_ENGINE
                     : strcmp(s, "stream") == 0 ? LC_GEMV_STREAM
-                    : strcmp(s, "tqall") == 0  ? LC_GEMV_TQALL
                                                : LC_GEMV_AUTO;
     }
     return g_kernels;
 }
 extern "C" void lc_gemv_set_kernels(int k) {
-    g_kernels = k == LC_GEMV_ENGINE || k == LC_GEMV_STREAM || k == LC_GEMV_TQALL ? k : LC_GEMV_AUTO;
+    g_kernels = k == LC_GEMV_ENGINE || k == LC_GEMV_STREAM ? k : LC_GEMV_AUTO;
 }
 
 /* The tensor-core, streaming or persistent kernel for W, from the H200
@@ -146,7 +145,7 @@ static bool pick_dense(const lc_qmat *W, int mat, const float *x, const float *n
     const int kernels = lc_gemv_kernels();
     if (kernels == LC_GEMV_ENGINE || W->bits != 4 || (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15))
         return false;
-    if ((kernels == LC_GEMV_AUTO || kernels == LC_GEMV_TQALL) && W->cols == 2048 && !xn_out && W->rows >= 8192) {
+    if (kernels == LC_GEMV_AUTO && W->cols == 2048 && !xn_out && W->rows >= 8192) {
         const lc_qmat M = mat_view(*W, mat);
         if (W->rows < 100000 && W->rows % 32 == 0) {
             *err = gemv_tq::launch_gemv<2048, 4, 2, 3>(M, x, norm_w, eps, y, residual, ctrl, st);

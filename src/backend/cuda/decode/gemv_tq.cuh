@@ -8,7 +8,7 @@
  *   tq_gemv      y = residual + W . x, x optionally RMSNorm(x) * norm_w;
  *   tq_gate_up   the MoE gate/up + SwiGLU of the 8 routed experts and the
  *                shared one (act[j, r] = silu(g_j[r] . x) * (u_j[r] . x));
- *   tq_down      the MoE down + combine + residual (LILAC_GEMV=tqall only so far).
+ *   tq_down      the MoE down + combine + residual.
  * gemv.cu and moe.cu choose them by shape.
  *
  * ---- Numerics ----------------------------------------------------------------
@@ -124,18 +124,22 @@ __device__ __forceinline__ void put_task(const float (&v)[8], int t, float up, u
     if (t % 8 == 0) xs[t / 8] = sum;
 }
 
-/* Task t's 8 inputs of x (8t .. 8t + 7), read through L2 (__ldcg): x is
- * rewritten every step, and in a persistent kernel (bench/kernels/
- * persist_chain_test) by other blocks of the same launch. */
+/* Task t's 8 inputs of x (8t .. 8t + 7).  The graph's kernels read x as
+ * b397853 did (x was written by an earlier kernel; 6dc239e read it through
+ * L2 only and decoded 529.3 tokens/s at 4K against 539.2, H200, lilac
+ * bench); a persistent kernel, where other blocks of the same launch write
+ * x, passes L2 = true (__ldcg: never a stale L1 line). */
+template <bool L2>
 __device__ __forceinline__ void load_task_x(const float *__restrict__ x, int t, float (&v)[8]) {
-    const float4 a = __ldcg(reinterpret_cast<const float4 *>(x) + 2 * t), b = __ldcg(reinterpret_cast<const float4 *>(x) + 2 * t + 1);
+    const float4 *p = reinterpret_cast<const float4 *>(x) + 2 * t;
+    const float4 a = L2 ? __ldcg(p) : p[0], b = L2 ? __ldcg(p + 1) : p[1];
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
 
 /* The block's tasks of x (thread tid: tasks tid + i NT, i < PER, those below
  * K / 8), RMSNorm(x) * norm_w when norm_w is set (load_x_smem's order).  All
  * threads call it (with norm_w, a block sum). */
-template <int K, int NT, int PER>
+template <int K, int NT, int PER, bool L2 = false>
 __device__ __forceinline__ void load_tasks(const float *__restrict__ x, const float *__restrict__ norm_w, float eps,
                                            float (&v)[PER][8], float *scratch) {
     constexpr int TASKS = K / 8;
@@ -145,7 +149,7 @@ __device__ __forceinline__ void load_tasks(const float *__restrict__ x, const fl
 #pragma unroll
     for (int i = 0; i < PER; i++)
         if (tid + i * NT < TASKS) {
-            load_task_x(x, tid + i * NT, v[i]);
+            load_task_x<L2>(x, tid + i * NT, v[i]);
 #pragma unroll
             for (int e = 0; e < 8; e++) ss += v[i][e] * v[i][e];
         }
@@ -165,13 +169,13 @@ __device__ __forceinline__ void load_tasks(const float *__restrict__ x, const fl
 /* x (RMSNorm(x) * norm_w with norm_w) as digits into bf (span K / 128 is
  * zeros) and the group sums xs[K / 64]; returns 2^-E.  One task = word v of
  * a span (8 inputs).  All threads call it (barriers). */
-template <int K, int NT>
+template <int K, int NT, bool L2 = false>
 __device__ __forceinline__ float prep_x(const float *__restrict__ x, const float *__restrict__ norm_w, float eps, uint4 *bf,
                                         float *xs, float *scratch) {
     constexpr int TASKS = K / 8, PER = (TASKS + NT - 1) / NT, NSPAN = K / 128;
     const int tid = threadIdx.x;
     float v[PER][8];
-    load_tasks<K, NT, PER>(x, norm_w, eps, v, scratch);
+    load_tasks<K, NT, PER, L2>(x, norm_w, eps, v, scratch);
     float amax = 0.0f;
 #pragma unroll
     for (int i = 0; i < PER; i++)
@@ -201,7 +205,7 @@ __device__ __forceinline__ float prep_x_warp(const float *__restrict__ x, uint4 
     float v[PER][8], amax = 0.0f;
 #pragma unroll
     for (int i = 0; i < PER; i++) {
-        load_task_x(x, lane + 32 * i, v[i]);
+        load_task_x<false>(x, lane + 32 * i, v[i]);
 #pragma unroll
         for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(v[i][e]));
     }
@@ -456,8 +460,6 @@ __global__ void __launch_bounds__(9 * RB * 32) tq_down(lc_qmat down, lc_qmat sdo
     }
 }
 
-/* Not the default yet: written after the last GPU call of its session, so
- * moe.cu runs it only with LILAC_GEMV=tqall (and gemv_test times it). */
 template <int RB>
 static cudaError_t launch_down(const lc_qmat &down, const lc_qmat &sdown, const int32_t *ids, const float *w,
                                const float *sgate, const float *act, float *h, const lc_ctrl *ctrl, cudaStream_t st,

@@ -4,9 +4,9 @@
  * kernel, and their down projections with the routing weights, the sigmoid
  * gate of the shared expert and the residual add in another.  Expert ids
  * never leave the GPU.  At the 4-bit shapes where bench/kernels/gemv_test
- * measured them faster, gate/up runs gemv_tq.cuh's kernel and down
- * gemv_stream.cuh's (moe_stream_ok below; LILAC_GEMV=engine keeps these
- * kernels, =stream the streaming ones for both, =tqall gemv_tq.cuh's for both). */
+ * measured them faster, gate/up and down run gemv_tq.cuh's kernels
+ * (moe_stream_ok below; LILAC_GEMV=engine keeps these kernels, =stream
+ * gemv_stream.cuh's). */
 #include <math.h>
 #include <stdint.h>
 
@@ -378,9 +378,10 @@ static bool moe_stream_ok(const lc_qmat *const *ms, int n, int cols, int max_row
 /* From the H200 graph timings of gemv_test (8 routed + shared, 2048 hidden,
  * 512 inner; qdot -> stream -> tq, one call): gate/up 10.22 -> 8.77 -> 6.40
  * us on the integer tensor cores (gemv_tq.cuh, NSP=4; LILAC_GEMV=stream
- * keeps the stream kernel); down 8 warps with no-allocate loads, 5.55 ->
- * 4.60 us (tq_down with LILAC_GEMV=tqall, not yet measured).  Other shapes
- * keep the kernels above. */
+ * keeps the stream kernel); down 5.55 -> 4.60 (stream, 8 warps, no-allocate
+ * loads) -> 3.94 us (tq_down RB=1, 6dc239e; decode at 4K 529.3 -> 567.1
+ * tokens/s with it, lilac bench, same binary).  Other shapes keep the kernels
+ * above. */
 extern "C" cudaError_t lc_moe_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
                                       const int32_t *ids, int K, const float *x, float *act, const lc_ctrl *ctrl,
                                       cudaStream_t st) {
@@ -400,7 +401,7 @@ extern "C" cudaError_t lc_moe_down(const lc_qmat *down, const lc_qmat *sh_down, 
                                    cudaStream_t st) {
     const lc_qmat *ms[] = {down, sh_down};
     if (K == KMAX && moe_stream_ok(ms, 2, 512, 4096) && sh_down->rows == down->rows)
-        return lc_gemv_kernels() == LC_GEMV_TQALL && down->rows % 16 == 0
+        return lc_gemv_kernels() != LC_GEMV_STREAM && down->rows % 16 == 0
                    ? gemv_tq::launch_down<1>(*down, *sh_down, ids, w, sgate, act, h, ctrl, st)
                    : gemv_stream::launch_stream_down<8>(*down, *sh_down, ids, w, sgate, act, h, ctrl, st);
 #define CALL_(B, C, L) return launch_down<B, C, L>(down, sh_down, ids, w, sgate, K, act, h, ctrl, st);
