@@ -15,4 +15,4 @@ awk '/Compiling entry function/ { n = $0; sub(/.*function ./, "", n); sub(/. for
      /spill stores/ { sp = $0; sub(/.*frame, /, "", sp) }
      /Used [0-9]+ registers/ { r = $0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r); printf "  %4s regs  %-46s %s\n", r, sp, n }' \
     build/kernels/persist_chain_test.ptxas | c++filt | sed 's/(anonymous namespace):://g; s/gemv_stream:://; s/(lc_qmat.*//; s/(chain_args)//' |
-    grep -E 'chain_kernel|tq_chain|persist_gemv<2, 4, 3, false>|stream_gemv<4, 2, 2, false>' | awk '!seen[$0]++' || true
+    grep -E 'chain_kernel|tq_chain|ring_stage|persist_gemv<2, 4, 3, false>|stream_gemv<4, 2, 2, false>' | awk '!seen[$0]++' || true

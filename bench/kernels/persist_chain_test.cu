@@ -35,6 +35,9 @@
  *      codes in registers; the block's first tile of the next stage is
  *      requested before the stage wait.  E2 / E3: grids of 2 / 3 blocks per
  *      SM (3 x 132 >= 386: one in_proj task per block, no second round).
+ *   F  E's tiles fed from a shared-memory ring per warp that runs ahead
+ *      across stages, as B's (persist_ring.cuh): W warps of S tasks of 16
+ *      rows x 512 inputs (4,608 B) each, one block per SM.
  * Every persistent variant also runs on a reduced grid (--grid N, default
  * half the full one) to show that the schedule neither deadlocks nor depends
  * on the block count.  Timing: R replays (20; --quick: 2 pairs, 2 copies, 1
@@ -113,6 +116,7 @@ struct chain_args {
     unsigned *counter;  /* stages completed by blocks, summed over launches (never reset) */
     unsigned base;      /* its value when this launch started */
     int pairs;
+    unsigned long long *trace; /* F / G: per-stage timestamps when set (persist_ring.cuh) */
 };
 
 /* ---- device helpers -------------------------------------------------------- */
@@ -417,7 +421,7 @@ __global__ void __launch_bounds__(tqc::TW * 32, MINB) tq_chain_kernel(const __gr
             if (threadIdx.x == 0) wait_count(a.counter, a.base + (unsigned)s * G);
             __syncthreads();
         }
-        const float dn_in = gemv_tq::prep_x<D, TW * 32>(a.h, a.nw, a.eps, bf, xs, scratch);
+        const float dn_in = gemv_tq::prep_x<D, TW * 32, true>(a.h, a.nw, a.eps, bf, xs, scratch);
         for (int t = b; t < NT_IN; t += G) {
             if (t != b) load_task<D, RB_IN>(ti, a.win, e, t);
             run_task<D, RB_IN, true>(ti, a, t, bf, xs, dn_in, red);
@@ -429,7 +433,7 @@ __global__ void __launch_bounds__(tqc::TW * 32, MINB) tq_chain_kernel(const __gr
             wait_count(a.counter, a.base + (unsigned)(s + 1) * G);
         }
         __syncthreads();
-        const float dn_out = gemv_tq::prep_x<DIN, TW * 32>(a.proj, nullptr, 0.0f, bf, xs, scratch);
+        const float dn_out = gemv_tq::prep_x<DIN, TW * 32, true>(a.proj, nullptr, 0.0f, bf, xs, scratch);
         for (int t = b; t < NT_OUT; t += G) {
             if (t != b) load_task<DIN, RB_OUT>(to, a.wout, e, t);
             run_task<DIN, RB_OUT, false>(to, a, t, bf, xs, dn_out, red);
@@ -439,6 +443,9 @@ __global__ void __launch_bounds__(tqc::TW * 32, MINB) tq_chain_kernel(const __gr
         if (threadIdx.x == 0) arrive(a.counter);
     }
 }
+
+/* ---- F: the tq tiles fed by a ring per warp running ahead across stages -- */
+#include "persist_ring.cuh"
 
 /* ---- host --------------------------------------------------------------- */
 static int g_quick = 0, g_failures = 0;
@@ -470,6 +477,39 @@ static void launch_chain(const variant &v, chain_args a, int grid, cudaStream_t 
     /* cooperative: every block resident at once, or the launch fails (no block may wait on one not running) */
     CK(cudaLaunchCooperativeKernel(v.fn, dim3(grid), dim3(v.threads), args, smem, st));
     g_count += 2u * a.pairs * grid;
+}
+
+/* The per-stage timestamps of F / G (persist_ring.cuh's stage): for in_proj
+ * and out_proj stages past the first two pairs, means over stages of the
+ * gap from the previous stage's last block end to this stage's first start
+ * after the wait, the block means of x prep, tasks and store, the spread of
+ * the block ends, and the period (last end to last end). */
+static void trace_report(const char *name, const std::vector<unsigned long long> &t, int stages, int grid) {
+    double gap[2] = {0, 0}, prep[2] = {0, 0}, task[2] = {0, 0}, sto[2] = {0, 0}, spread[2] = {0, 0}, per[2] = {0, 0},
+           wait[2] = {0, 0};
+    int n[2] = {0, 0};
+    for (int st = 4; st < stages; st++) {
+        const int ty = st & 1;
+        unsigned long long s1 = ~0ull, e_prev = 0, e_max = 0, e_min = ~0ull;
+        double p = 0, k = 0, o = 0, w = 0;
+        for (int b = 0; b < grid; b++) {
+            const unsigned long long *r = &t[((size_t)st * grid + b) * 5], *q = &t[((size_t)(st - 1) * grid + b) * 5];
+            s1 = std::min(s1, r[1]), e_prev = std::max(e_prev, q[4]);
+            e_max = std::max(e_max, r[4]), e_min = std::min(e_min, r[4]);
+            w += (double)(r[1] - r[0]), p += (double)(r[2] - r[1]), k += (double)(r[3] - r[2]), o += (double)(r[4] - r[3]);
+        }
+        unsigned long long e_prev2 = 0;
+        for (int b = 0; b < grid; b++) e_prev2 = std::max(e_prev2, t[((size_t)(st - 1) * grid + b) * 5 + 4]);
+        gap[ty] += (double)((long long)(s1 - e_prev)), wait[ty] += w / grid, prep[ty] += p / grid, task[ty] += k / grid;
+        sto[ty] += o / grid, spread[ty] += (double)(e_max - e_min), per[ty] += (double)(e_max - e_prev2), n[ty]++;
+    }
+    for (int ty = 0; ty < 2; ty++) {
+        const double m = n[ty] ? 1e-3 / n[ty] : 0; /* ns -> us, mean */
+        printf("    %s %-8s period %5.2f us: last end -> first start %5.2f, wait %5.2f, x %5.2f, tasks %5.2f, store %5.2f, "
+               "end spread %5.2f\n",
+               name, ty ? "out_proj" : "in_proj", per[ty] * m, gap[ty] * m, wait[ty] * m, prep[ty] * m, task[ty] * m,
+               sto[ty] * m, spread[ty] * m);
+    }
 }
 
 /* max |got - ref| / max |ref| (infinite where got is not finite) */
@@ -639,6 +679,99 @@ int main(int argc, char **argv) {
         for (int pass = 0; pass < 2; pass++) {
             c.v = &v, c.grid = pass ? (fe / 2 > 0 ? fe / 2 : 1) : fe;
             bench(&c, run_var, v.name, c.grid);
+        }
+    }
+    /* F: one block per SM (the ring), full and half grid */
+    const variant vf[] = {
+        {"F tq + ring ahead, 8 warps x 4 tasks", (const void *)ring_chain_kernel<8, 4>, tqr::smem_bytes<8, 4>, 8 * 32},
+        {"F tq + ring ahead, 8 warps x 5 tasks", (const void *)ring_chain_kernel<8, 5>, tqr::smem_bytes<8, 5>, 8 * 32},
+        {"F tq + ring ahead, 16 warps x 2 tasks", (const void *)ring_chain_kernel<16, 2>, tqr::smem_bytes<16, 2>, 16 * 32},
+        {"H F with the TMA, 8 warps x 4 tasks", (const void *)ring_chain_kernel<8, 4, true>, tqr::smem_bytes<8, 4, true>, 8 * 32},
+        {"H F with the TMA, 8 warps x 3 tasks", (const void *)ring_chain_kernel<8, 3, true>, tqr::smem_bytes<8, 3, true>, 8 * 32},
+    };
+    for (const variant &v : vf) {
+        int nb = 0;
+        const int half = sms / 2;
+        CK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)v.smem(half)));
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, v.fn, v.threads, v.smem(sms)));
+        if (nb < 1 || v.smem(half) > prop.sharedMemPerBlockOptin) {
+            printf("  %-44s no block fits (%zu B of shared memory)\n", v.name, v.smem(half));
+            g_failures++;
+            continue;
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            c.v = &v, c.grid = pass ? half : nb * sms;
+            bench(&c, run_var, v.name, c.grid);
+        }
+    }
+    /* F's and H's stage timestamps, one launch on the full grid */
+    for (int fi : {0, 3}) {
+        const variant &v = vf[fi];
+        int nb = 0;
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, v.fn, v.threads, v.smem(sms)));
+        const int grid = nb * sms, stages = 2 * c.a.pairs;
+        unsigned long long *tr;
+        CK(cudaMalloc(&tr, (size_t)stages * grid * 5 * 8));
+        chain_args a = c.a;
+        a.trace = tr;
+        launch_chain(v, a, grid, 0);
+        CK(cudaDeviceSynchronize());
+        std::vector<unsigned long long> ht((size_t)stages * grid * 5);
+        CK(cudaMemcpy(ht.data(), tr, ht.size() * 8, cudaMemcpyDeviceToHost));
+        if (!g_quick) trace_report(fi ? "H 8x4" : "F 8x4", ht, stages, grid);
+        CK(cudaFree(tr));
+    }
+    /* G: F's stages as 2P kernels of a graph with PDL, one block per SM;
+     * G 8x2 leaves room for the next kernel's block (2 per SM), G 8x3 does not */
+    {
+        struct gv {
+            const char *name;
+            const void *fn;
+            size_t smem;
+        };
+        const gv gs[] = {
+            {"G tq ring kernels, 8x2, 2 blocks/SM", (const void *)ring_stage_kernel<8, 2, 2>, tqr::smem_bytes<8, 2>(sms)},
+            {"G tq ring kernels, 8x3, 1 block/SM", (const void *)ring_stage_kernel<8, 3, 1>, tqr::smem_bytes<8, 3>(sms)},
+            {"G with the TMA, 8x2, 2 blocks/SM", (const void *)ring_stage_kernel<8, 2, 2, true>, tqr::smem_bytes<8, 2, true>(sms)},
+        };
+        for (const gv &v : gs) {
+            int nb = 0;
+            CK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)v.smem));
+            CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, v.fn, 256, v.smem));
+            printf("    (%s: %d block(s) of it fit an SM, %zu B of shared memory each)\n", v.name, nb, v.smem);
+            for (int tracing = 0; tracing < 2; tracing++) {
+                const int stages = 2 * c.a.pairs;
+                unsigned long long *tr = nullptr;
+                if (tracing) CK(cudaMalloc(&tr, (size_t)stages * sms * 5 * 8));
+                chain_args a = c.a;
+                a.trace = tr;
+                cudaStream_t st;
+                CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+                cudaGraph_t g;
+                CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+                for (int s = 0; s < stages; s++) {
+                    void (*k)(chain_args, int) = (void (*)(chain_args, int))v.fn;
+                    CK(launch_k(k, dim3(sms), dim3(256), v.smem, st, true, a, s));
+                }
+                CK(cudaStreamEndCapture(st, &g));
+                cudaGraphExec_t gx;
+                CK(cudaGraphInstantiate(&gx, g, 0));
+                CK(cudaGraphDestroy(g));
+                CK(cudaStreamDestroy(st));
+                if (!tracing) {
+                    chain cg = c;
+                    cg.ref = gx;
+                    bench(&cg, run_ref, v.name, sms);
+                } else {
+                    CK(cudaGraphLaunch(gx, 0));
+                    CK(cudaDeviceSynchronize());
+                    std::vector<unsigned long long> ht((size_t)stages * sms * 5);
+                    CK(cudaMemcpy(ht.data(), tr, ht.size() * 8, cudaMemcpyDeviceToHost));
+                    if (!g_quick) trace_report(v.fn == gs[2].fn ? "G TMA" : nb >= 2 ? "G 8x2" : "G 8x3", ht, stages, sms);
+                    CK(cudaFree(tr));
+                }
+                CK(cudaGraphExecDestroy(gx));
+            }
         }
     }
     CK(cudaDeviceSynchronize());
