@@ -13,4 +13,4 @@ awk '/Compiling entry function/ { n = $0; sub(/.*function ./, "", n); sub(/. for
      /spill stores/ { sp = $0; sub(/.*frame, /, "", sp) }
      /Used [0-9]+ registers/ { r = $0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r); printf "  %4s regs  %-46s %s\n", r, sp, n }' \
     build/kernels/gemv_test.ptxas | c++filt | sed 's/(anonymous namespace):://g; s/gemv_stream:://; s/(lc_qmat.*//' |
-    grep -E 'tq_|stream_|persist_|gemv_kernel<4, (2, 32, 4|4, 32, 2)>|gate_up_kernel<4, 2, 32>|down_kernel<4, 1, 16>' | awk '!seen[$0]++' || true
+    grep -E 'tq_|ring_gemv|stream_|persist_|gemv_kernel<4, (2, 32, 4|4, 32, 2)>|gate_up_kernel<4, 2, 32>|down_kernel<4, 1, 16>' | awk '!seen[$0]++' || true

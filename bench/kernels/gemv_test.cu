@@ -138,16 +138,22 @@ static void bench_dense(const char *what, int rows, int cols, bool norm, bool re
     for (int r = 0; r < rows; r += stride) ref[r] = (residual ? hr[r] : 0.0) + ref_dot(h, cols, r, xd.data());
     header(what, qbytes(m0) / 1e6, copies);
     const int n = g_quick ? 2 : 40;
-    /* v = -2: the qdot kernels (LILAC_GEMV=engine), -1: lc_gemv's choice by shape */
-    for (int v = -2; v < nv; v++) {
-        d.k = v < 0 ? nullptr : vs[v].k, d.pdl = true, d.kernels = v == -2 ? LC_GEMV_ENGINE : LC_GEMV_AUTO;
+    /* v = -3: the choice by shape without gemv_ring.cuh (LILAC_GEMV=tq), -2: the qdot
+     * kernels (LILAC_GEMV=engine), -1: lc_gemv's choice by shape */
+    for (int v = -3; v < nv; v++) {
+        d.k = v < 0 ? nullptr : vs[v].k, d.pdl = true;
+        d.kernels = v == -3 ? LC_GEMV_TQ : v == -2 ? LC_GEMV_ENGINE : LC_GEMV_AUTO;
         void (*fn)(int, cudaStream_t, void *) = v < 0 ? dense_engine : dense_var;
         CK(cudaMemset(d.y, 0, (size_t)rows * 4));
         fn(0, 0, &d);
         CK(cudaDeviceSynchronize());
         const check c = compare(ref, dl(d.y, rows), stride);
         const double us = time_graph(fn, &d, n, g_quick ? 1 : 20);
-        row(v == -2 ? "0 engine (LILAC_GEMV=engine)" : v == -1 ? "0 engine default (by shape)" : vs[v].name, us,
+        row(v == -3   ? "0 engine tq (LILAC_GEMV=tq)"
+            : v == -2 ? "0 engine (LILAC_GEMV=engine)"
+            : v == -1 ? "0 engine default (by shape)"
+                      : vs[v].name,
+            us,
             (double)qbytes(m0), c);
     }
     for (auto &w : d.W) free_qmat(w);
@@ -283,7 +289,7 @@ static void bench_moe() {
 struct chain {
     std::vector<lc_qmat> in, out;
     float *h, *proj, *nw;
-    int var; /* index into the chain variant table (0, 1: lc_gemv, the qdot kernels or the choice by shape) */
+    int var; /* index into the chain variant table (0-2: lc_gemv, the qdot kernels, the choice by shape, without ring) */
 };
 struct chain_variant {
     const char *name;
@@ -295,8 +301,8 @@ static const chain_variant *g_cv;
 static void chain_pair(int rep, cudaStream_t st, void *p) {
     chain *c = (chain *)p;
     const lc_qmat &Wi = c->in[rep % c->in.size()], &Wo = c->out[rep % c->out.size()];
-    if (c->var <= 1) {
-        lc_gemv_set_kernels(c->var == 0 ? LC_GEMV_ENGINE : LC_GEMV_AUTO);
+    if (c->var <= 2) {
+        lc_gemv_set_kernels(c->var == 0 ? LC_GEMV_ENGINE : c->var == 1 ? LC_GEMV_AUTO : LC_GEMV_TQ);
         CK(lc_gemv_rms(&Wi, c->h, c->nw, 1e-6f, c->proj, nullptr, nullptr, st));
         CK(lc_gemv(&Wo, 0, c->proj, c->h, c->h, nullptr, st));
     } else {
@@ -353,6 +359,7 @@ int main(int argc, char **argv) {
         const chain_variant cv[] = {
             {"0 engine (LILAC_GEMV=engine)", nullptr, nullptr, true},
             {"0 engine default (by shape)", nullptr, nullptr, true},
+            {"0 engine tq (LILAC_GEMV=tq)", nullptr, nullptr, true},
             {"1 stream R=4 / R=2, no PDL", run_stream<2, 4, 2, false>, run_stream<4, 2, 2, false>, false},
             {"1 stream R=4 / R=2, PDL", run_stream<2, 4, 2, false>, run_stream<4, 2, 2, false>, true},
             {"2 persist / stream R=2, PDL", run_persist<2, 2, 4, false>, run_stream<4, 2, 2, false>, true},

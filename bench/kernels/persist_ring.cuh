@@ -184,6 +184,8 @@ __device__ __forceinline__ void stage(const chain_args &a, ring<W, S, BULK> &rg,
     const float down = gemv_tq::prep_x<St::K, W * 32, true>(IN ? a.h : a.proj, IN ? a.nw : nullptr, a.eps, bf, xs, scratch);
     if (tr) tr[2] = globaltimer();
     const int pr = St::rb_max(gridDim.x) * 16; /* floats per slice in part */
+    uint4 xb[NSP][2]; /* the warp's slice of x, once for all its tasks */
+    if (o.n) gemv_tq::tile<St::K, NSP>::x_frags(bf, k, g, c, xb);
     for (int i = 0; i < o.n; i++) {
         const int rb = o.rb0 + (warp + i * W) / St::KS;
         gemv_tq::tile<St::K, NSP> tl;
@@ -191,7 +193,7 @@ __device__ __forceinline__ void stage(const chain_args &a, ring<W, S, BULK> &rg,
         __syncwarp(); /* every lane has read the slot before it is refilled */
         rg.issue_next(a);
         float ya, yb;
-        tl.dot(bf, xs, down, k, g, c, ya, yb);
+        tl.dot_x(xb, xs, down, k, g, c, ya, yb);
         if (c == 0) part[k * pr + (rb - o.rb0) * 16 + g] = ya, part[k * pr + (rb - o.rb0) * 16 + g + 8] = yb;
     }
     __syncthreads();

@@ -76,11 +76,12 @@ cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, f
  * the streaming / persistent ones of decode/gemv_stream.cuh, each at the
  * 4-bit shapes where it was measured fastest, the qdot kernels elsewhere;
  * LC_GEMV_STREAM (LILAC_GEMV=stream) the same without gemv_tq.cuh;
+ * LC_GEMV_TQ (LILAC_GEMV=tq) the default without gemv_ring.cuh;
  * LC_GEMV_ENGINE (LILAC_GEMV=engine) the qdot kernels everywhere (the
  * variable is read once).  lc_gemv_set_kernels overrides the environment
  * (the workshops' A/B); the choice is made at launch, so a captured graph
  * keeps the kernels it was captured with. */
-enum { LC_GEMV_AUTO = 0, LC_GEMV_ENGINE = 1, LC_GEMV_STREAM = 2 };
+enum { LC_GEMV_AUTO = 0, LC_GEMV_ENGINE = 1, LC_GEMV_STREAM = 2, LC_GEMV_TQ = 3 };
 int lc_gemv_kernels(void);
 void lc_gemv_set_kernels(int kernels);
 /* Tiled GEMM for T tokens: Y[t, r] (+)= sum_c X[t, c] W[r, c]; ldx/ldy are row

@@ -2,13 +2,14 @@
  * lm_head).  LPR lanes own a row (32/LPR rows per warp pass); the block's 8
  * warps walk the block's rows; the activations sit in shared memory.  At the
  * 4-bit shapes where bench/kernels/gemv_test and gemv_mma_test measured them
- * faster, the launchers run gemv_tq.cuh's or gemv_stream.cuh's kernels
- * instead (pick_dense below; LILAC_GEMV=engine keeps these kernels
- * everywhere, LILAC_GEMV=stream leaves out gemv_tq.cuh). */
+ * faster, the launchers run gemv_ring.cuh's, gemv_tq.cuh's or
+ * gemv_stream.cuh's kernels instead (pick_dense below; LILAC_GEMV=engine
+ * keeps these kernels everywhere, =stream leaves out gemv_tq.cuh and
+ * gemv_ring.cuh, =tq gemv_ring.cuh). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/decode/gemv_tq.cuh"
+#include "backend/cuda/decode/gemv_ring.cuh" /* gemv_tq.cuh, gemv_stream.cuh */
 
 namespace {
 
@@ -109,8 +110,8 @@ static cudaError_t supported(int bits, int cols) {
 extern "C" int lc_gemv_supported(int bits, int cols) { return supported(bits, cols) == cudaSuccess; }
 
 /* LILAC_GEMV (read once): "engine" = the qdot kernels at every shape,
- * "stream" = no integer tensor-core kernels; unset or anything else = the
- * choice by shape.
+ * "stream" = no integer tensor-core kernels, "tq" = no gemv_ring.cuh; unset
+ * or anything else = the choice by shape.
  * lc_gemv_set_kernels overrides. */
 static int g_kernels = -1;
 extern "C" int lc_gemv_kernels(void) {
@@ -119,17 +120,22 @@ extern "C" int lc_gemv_kernels(void) {
         g_kernels = !s                          ? LC_GEMV_AUTO
                     : strcmp(s, "engine") == 0 ? LC_GEMV_ENGINE
                     : strcmp(s, "stream") == 0 ? LC_GEMV_STREAM
+                    : strcmp(s, "tq") == 0     ? LC_GEMV_TQ
                                                : LC_GEMV_AUTO;
     }
     return g_kernels;
 }
 extern "C" void lc_gemv_set_kernels(int k) {
-    g_kernels = k == LC_GEMV_ENGINE || k == LC_GEMV_STREAM ? k : LC_GEMV_AUTO;
+    g_kernels = k == LC_GEMV_ENGINE || k == LC_GEMV_STREAM || k == LC_GEMV_TQ ? k : LC_GEMV_AUTO;
 }
 
 /* The tensor-core, streaming or persistent kernel for W, from the H200
  * graph timings of gemv_mma_test and gemv_test (40 launches with PDL,
  * weights beyond L2; qdot kernel -> stream/persist -> tq):
+ *   first gemv_ring.cuh's one block per SM where it fits (LILAC_GEMV=tq
+ *   leaves it out): in_proj 7.10 -> 6.06 us, q|k|v 6.58 -> 5.06, out_proj
+ *   3.48 -> 3.08, the in_proj -> out_proj pair 12.84 -> 8.62 (the next
+ *   kernel's weights stream beside it); decode at 4K 600.2 -> 648.9 tok/s;
  *   2048 inputs, < 100,000 rows (GDN in_proj 12352, attention q|k|v 9216):
  *        tq NSP=4 RB=2; in_proj 9.51 -> 8.69 -> 7.13 us, q|k|v 9.06 -> 7.59 -> 6.70
  *   2048 inputs, >= 100,000 rows (lm_head 248320): tq NSP=8 RB=4, 123.8 -> 97.0 -> 75.0 us
@@ -145,7 +151,16 @@ static bool pick_dense(const lc_qmat *W, int mat, const float *x, const float *n
     const int kernels = lc_gemv_kernels();
     if (kernels == LC_GEMV_ENGINE || W->bits != 4 || (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15))
         return false;
-    if (kernels == LC_GEMV_AUTO && W->cols == 2048 && !xn_out && W->rows >= 8192) {
+    if (kernels == LC_GEMV_AUTO && !xn_out && ((W->cols == 2048 && W->rows >= 8192 && W->rows < 100000) ||
+                                               (W->cols == 4096 && W->rows <= 4096))) {
+        const lc_qmat M = mat_view(*W, mat);
+        if (W->cols == 2048 ? gemv_ring::fits<2048>(M) : gemv_ring::fits<4096>(M)) {
+            *err = W->cols == 2048 ? gemv_ring::launch<2048>(M, x, norm_w, eps, y, residual, ctrl, st)
+                                   : gemv_ring::launch<4096>(M, x, norm_w, eps, y, residual, ctrl, st);
+            return true;
+        }
+    }
+    if ((kernels == LC_GEMV_AUTO || kernels == LC_GEMV_TQ) && W->cols == 2048 && !xn_out && W->rows >= 8192) {
         const lc_qmat M = mat_view(*W, mat);
         if (W->rows < 100000 && W->rows % 32 == 0) {
             *err = gemv_tq::launch_gemv<2048, 4, 2, 3>(M, x, norm_w, eps, y, residual, ctrl, st);

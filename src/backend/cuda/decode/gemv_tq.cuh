@@ -254,21 +254,36 @@ struct tile {
         }
     }
 
-    /* The warp's partial dot products of rows g (ya) and g + 8 (yb), summed
-     * over the 4 lanes of a row (valid in lanes c = 0). */
-    __device__ __forceinline__ void dot(const uint4 *bf, const float *xs, float down, int ks, int g, int c, float &ya,
-                                        float &yb) const {
+    /* The lane's B fragments of x's digits for K slice ks (steps 0-1 and 2-3
+     * of each span): what dot_x reads, the same for every tile of the slice. */
+    static __device__ __forceinline__ void x_frags(const uint4 *bf, int ks, int g, int c, uint4 (&xb)[NSP][2]) {
         constexpr int NSPAN = K / 128;
         const bool has_b = (g < 4) == (c < 2);
         /* lanes without data read the zero span with stride 0, at a 16 B column
          * of the banks that their quarter-warp's data lanes leave free */
         const uint4 *bp = bf + (has_b ? ks * NSP * 2 * SLOTS + (g % 4) * 4 + c : NSPAN * 2 * SLOTS + (g < 4 ? 2 : 0));
         const int bstride = has_b ? 2 * SLOTS : 0;
+#pragma unroll
+        for (int m = 0; m < NSP; m++) xb[m][0] = bp[m * bstride], xb[m][1] = bp[m * bstride + SLOTS];
+    }
+
+    /* The warp's partial dot products of rows g (ya) and g + 8 (yb), summed
+     * over the 4 lanes of a row (valid in lanes c = 0). */
+    __device__ __forceinline__ void dot(const uint4 *bf, const float *xs, float down, int ks, int g, int c, float &ya,
+                                        float &yb) const {
+        uint4 xb[NSP][2];
+        x_frags(bf, ks, g, c, xb);
+        dot_x(xb, xs, down, ks, g, c, ya, yb);
+    }
+
+    /* dot with the slice's fragments already in registers (x_frags) */
+    __device__ __forceinline__ void dot_x(const uint4 (&xb)[NSP][2], const float *xs, float down, int ks, int g, int c,
+                                          float &ya, float &yb) const {
         const uint32_t sel = c >= 2 ? 0x3244u : 0x1044u; /* the lane's group: the scale word's high half for c >= 2 */
         float a_ = 0.0f, b_ = 0.0f;
 #pragma unroll
         for (int m = 0; m < NSP; m++) {
-            const uint4 b01 = bp[m * bstride], b23 = bp[m * bstride + SLOTS];
+            const uint4 b01 = xb[m][0], b23 = xb[m][1];
             const uint32_t wa[4] = {qa[m].x, qa[m].y, qa[m].z, qa[m].w}, wb[4] = {qb[m].x, qb[m].y, qb[m].z, qb[m].w};
             const uint32_t bv[8] = {b01.x, b01.y, b01.z, b01.w, b23.x, b23.y, b23.z, b23.w};
             const int zero[4] = {0, 0, 0, 0};
