@@ -289,7 +289,7 @@ static void bench_moe() {
 struct chain {
     std::vector<lc_qmat> in, out;
     float *h, *proj, *nw;
-    int var; /* index into the chain variant table (0-2: lc_gemv, the qdot kernels, the choice by shape, without ring) */
+    int var; /* index into the chain variant table (0-2: lc_gemv with LILAC_GEMV=engine, auto, tq) */
 };
 struct chain_variant {
     const char *name;

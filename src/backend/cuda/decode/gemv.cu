@@ -133,9 +133,10 @@ extern "C" void lc_gemv_set_kernels(int k) {
  * graph timings of gemv_mma_test and gemv_test (40 launches with PDL,
  * weights beyond L2; qdot kernel -> stream/persist -> tq):
  *   first gemv_ring.cuh's one block per SM where it fits (LILAC_GEMV=tq
- *   leaves it out): in_proj 7.10 -> 6.06 us, q|k|v 6.58 -> 5.06, out_proj
- *   3.48 -> 3.08, the in_proj -> out_proj pair 12.84 -> 8.62 (the next
- *   kernel's weights stream beside it); decode at 4K 600.2 -> 648.9 tok/s;
+ *   leaves it out): in_proj 7.09 -> 6.04 us, q|k|v 6.59 -> 5.13, out_proj
+ *   3.49 -> 2.93, the in_proj -> out_proj pair 12.88 -> 9.00 (the next
+ *   kernel's weights stream beside it); decode at 4K 600.2 -> 648.9 tok/s
+ *   (b878373), 661.1 with each warp making its own slice's digits;
  *   2048 inputs, < 100,000 rows (GDN in_proj 12352, attention q|k|v 9216):
  *        tq NSP=4 RB=2; in_proj 9.51 -> 8.69 -> 7.13 us, q|k|v 9.06 -> 7.59 -> 6.70
  *   2048 inputs, >= 100,000 rows (lm_head 248320): tq NSP=8 RB=4, 123.8 -> 97.0 -> 75.0 us
@@ -151,8 +152,8 @@ static bool pick_dense(const lc_qmat *W, int mat, const float *x, const float *n
     const int kernels = lc_gemv_kernels();
     if (kernels == LC_GEMV_ENGINE || W->bits != 4 || (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15))
         return false;
-    if (kernels == LC_GEMV_AUTO && !xn_out && ((W->cols == 2048 && W->rows >= 8192 && W->rows < 100000) ||
-                                               (W->cols == 4096 && W->rows <= 4096))) {
+    if (kernels == LC_GEMV_AUTO && !xn_out &&
+        ((W->cols == 2048 && W->rows >= 8192 && W->rows < 100000) || (W->cols == 4096 && W->rows <= 4096))) {
         const lc_qmat M = mat_view(*W, mat);
         if (W->cols == 2048 ? gemv_ring::fits<2048>(M) : gemv_ring::fits<4096>(M)) {
             *err = W->cols == 2048 ? gemv_ring::launch<2048>(M, x, norm_w, eps, y, residual, ctrl, st)

@@ -38,9 +38,15 @@ constexpr int CODES = NSP * 16 * 64;            /* 4,096 B of codes a task */
 constexpr int TASK = CODES + 2 * 16 * 16;       /* + 16 rows of 8 scales and of 8 biases */
 constexpr int RB_MAX = 8;                       /* row blocks a block may own (the partial sums' room) */
 
+/* Every warp turns its own K slice of x into digits (prep_x_warp: its own
+ * scale, no block barrier before the tasks; the RMSNorm factor is applied
+ * to the sums at the store).  H200, against the block's prep_x (one binary,
+ * lilac bench): decode at 4K 661.1 against 642.0 tokens/s, of which ~16 us
+ * a step was that A/B's lm_head on another kernel, so ~29 us a step. */
+constexpr int BF_WORDS = WARPS * (NSP + 1) * 2 * gemv_tq::SLOTS; /* a slice and the zero span per warp */
 template <int K>
-constexpr size_t smem_bytes() { /* rings, x's digits, group sums, scratch, split-K partials */
-    return (size_t)WARPS * S * TASK + (K / 128 + 1) * 2 * gemv_tq::SLOTS * 16 + (K / 64 + 32 + (K / 512) * RB_MAX * 16) * 4;
+constexpr size_t smem_bytes() { /* rings, x's digits and group sums, scratch, split-K partials */
+    return (size_t)WARPS * S * TASK + BF_WORDS * 16 + (WARPS * 8 + 32 + (K / 512) * RB_MAX * 16) * 4;
 }
 
 /* One warp's ring over its tasks of the block's row blocks (task t = rb
@@ -96,12 +102,11 @@ template <int K>
 __global__ void __launch_bounds__(WARPS * 32, 2)
     ring_gemv(lc_qmat W, const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *y,
               const float *residual, const lc_ctrl *ctrl) { /* y may be residual (h += W . x) */
-    constexpr int KS = K / (128 * NSP), NT = WARPS * 32;
+    constexpr int KS = K / (128 * NSP), KW = 128 * NSP; /* slices, inputs per slice */
     static_assert(WARPS % KS == 0, "a warp keeps one slice");
     extern __shared__ __align__(16) unsigned char smem[];
     uint4 *bf = reinterpret_cast<uint4 *>(smem + WARPS * S * TASK);
-    float *xs = reinterpret_cast<float *>(bf + (K / 128 + 1) * 2 * gemv_tq::SLOTS), *scratch = xs + K / 64,
-          *part = scratch + 32;
+    float *xs = reinterpret_cast<float *>(bf + BF_WORDS), *scratch = xs + WARPS * 8, *part = scratch + 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3, k = warp % KS;
     const int nrb = W.rows / 16;
     const int rb0 = (int)((long long)blockIdx.x * nrb / gridDim.x), rb1 = (int)((long long)(blockIdx.x + 1) * nrb / gridDim.x);
@@ -118,9 +123,14 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
     }
     /* the residual, requested before x's digits (rows <= threads: the launcher checks) */
     const float res = residual && threadIdx.x < nrow ? residual[rb0 * 16 + threadIdx.x] : 0.0f;
-    const float down = gemv_tq::prep_x<K, NT>(x, norm_w, eps, bf, xs, scratch);
-    uint4 xb[NSP][2]; /* the warp's slice of x, once for all its tasks */
-    if (rg.n) gemv_tq::tile<K, NSP>::x_frags(bf, k, g, c, xb);
+    /* the warp's slice of x as digits (its own buffer, group sums, scale), then as B fragments */
+    uint4 *bw = bf + warp * (NSP + 1) * 2 * gemv_tq::SLOTS;
+    float *xw = xs + warp * 8, ss;
+    const float down = gemv_tq::prep_x_warp<KW>(x + k * KW, bw, xw, norm_w ? norm_w + k * KW : nullptr, &ss);
+    if (norm_w && warp < KS && lane == 0) scratch[warp] = ss; /* one warp per slice */
+    __syncwarp();
+    uint4 xb[NSP][2];
+    gemv_tq::tile<KW, NSP>::x_frags(bw, 0, g, c, xb);
     for (int i = 0; i < rg.n; i++) {
         const int rbo = (warp + i * WARPS) / KS;
         gemv_tq::tile<K, NSP> tl;
@@ -128,7 +138,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         __syncwarp(); /* every lane has read the slot before it is refilled */
         rg.issue(W);
         float ya, yb;
-        tl.dot_x(xb, xs, down, k, g, c, ya, yb);
+        tl.dot_x(xb, xw, down, 0, g, c, ya, yb);
         if (c == 0) part[(k * RB_MAX + rbo) * 16 + g] = ya, part[(k * RB_MAX + rbo) * 16 + g + 8] = yb;
     }
     cp_wait<0>();
@@ -137,6 +147,12 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         float v = part[threadIdx.x]; /* slice 0, row block threadIdx.x / 16 */
 #pragma unroll
         for (int kk = 1; kk < KS; kk++) v += part[kk * RB_MAX * 16 + threadIdx.x];
+        if (norm_w) { /* RMSNorm(x) . w = rr (x * nw) . w */
+            float sq = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) sq += scratch[kk];
+            v *= rsqrtf(sq / (float)K + eps);
+        }
         y[rb0 * 16 + threadIdx.x] = res + v;
     }
 }

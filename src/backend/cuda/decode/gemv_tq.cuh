@@ -194,20 +194,33 @@ __device__ __forceinline__ float prep_x(const float *__restrict__ x, const float
     return down;
 }
 
-/* prep_x without the norm by one warp alone (its own x, its own scale):
- * the MoE down's experts each have their own activation.  No barrier: the
+/* prep_x by one warp alone (its own x, its own scale): the MoE down's
+ * experts each have their own activation, gemv_ring.cuh's warps their own K
+ * slice.  With nw, the digits are of x * nw and *ss gets sum x^2 (the
+ * caller applies the RMSNorm factor to the dot products).  No barrier: the
  * caller synchronises before bf and xs are read by other warps. */
 template <int K>
-__device__ __forceinline__ float prep_x_warp(const float *__restrict__ x, uint4 *bf, float *xs) {
+__device__ __forceinline__ float prep_x_warp(const float *__restrict__ x, uint4 *bf, float *xs,
+                                             const float *__restrict__ nw = nullptr, float *ss = nullptr) {
     constexpr int PER = K / 8 / 32, NSPAN = K / 128;
     static_assert(K % 256 == 0, "whole warps of tasks");
     const int lane = threadIdx.x & 31;
-    float v[PER][8], amax = 0.0f;
+    float v[PER][8], amax = 0.0f, sq = 0.0f;
 #pragma unroll
     for (int i = 0; i < PER; i++) {
         load_task_x<false>(x, lane + 32 * i, v[i]);
+        if (nw) {
+            float w[8];
+            load_task_x<false>(nw, lane + 32 * i, w);
+#pragma unroll
+            for (int e = 0; e < 8; e++) sq += v[i][e] * v[i][e], v[i][e] *= w[e];
+        }
 #pragma unroll
         for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(v[i][e]));
+    }
+    if (nw) {
+        for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+        *ss = sq;
     }
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     float up;
