@@ -37,7 +37,14 @@
  *      SM (3 x 132 >= 386: one in_proj task per block, no second round).
  *   F  E's tiles fed from a shared-memory ring per warp that runs ahead
  *      across stages, as B's (persist_ring.cuh): W warps of S tasks of 16
- *      rows x 512 inputs (4,608 B) each, one block per SM.
+ *      rows x 512 inputs (4,608 B) each, one block per SM;
+ *   H  F with the ring filled by the TMA (cp.async.bulk, an mbarrier a slot);
+ *   G  F's stages as 2P kernels of a CUDA graph with PDL instead of one
+ *      launch, one block per SM in under half of it (8 x 2 slots, 2 blocks
+ *      fit an SM: the next kernel's block is resident beside it), and 8 x 3
+ *      (1 block an SM) as the control; decode/gemv_ring.cuh is G in the engine.
+ * F, G and H also run once with per-stage global-timer stamps (trace_report:
+ * barrier, wait, x, tasks, store).
  * Every persistent variant also runs on a reduced grid (--grid N, default
  * half the full one) to show that the schedule neither deadlocks nor depends
  * on the block count.  Timing: R replays (20; --quick: 2 pairs, 2 copies, 1
