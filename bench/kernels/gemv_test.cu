@@ -188,7 +188,8 @@ static void moe_gu(int rep, cudaStream_t st, void *p) {
     } else if (m->var == 2) CK(launch_stream_gate_up<1>(m->gate, m->up, sg, su, ids, KX, m->x, m->act, nullptr, st));
     else if (m->var == 3) CK(launch_stream_gate_up<2>(m->gate, m->up, sg, su, ids, KX, m->x, m->act, nullptr, st));
     else if (m->var == 4) CK(gemv_tq::launch_gate_up<4>(m->gate, m->up, sg, su, ids, KX, m->x, m->act, nullptr, st));
-    else CK(gemv_tq::launch_gate_up<8>(m->gate, m->up, sg, su, ids, KX, m->x, m->act, nullptr, st));
+    else if (m->var == 5) CK(gemv_tq::launch_gate_up<8>(m->gate, m->up, sg, su, ids, KX, m->x, m->act, nullptr, st));
+    else CK((gemv_tq::launch_gate_up<4, true>(m->gate, m->up, sg, su, ids, KX, m->x, m->act, nullptr, st)));
 }
 static void moe_dn(int rep, cudaStream_t st, void *p) {
     moe *m = (moe *)p;
@@ -259,9 +260,10 @@ static void bench_moe() {
     const double gub = (KX + 1) * 2.0 * I_ * D_ * 0.5625, dnb = (KX + 1) * (double)I_ * D_ * 0.5625;
     const int n = g_quick ? 2 : 40;
     const char *gun[] = {"0 engine (LILAC_GEMV=engine)", "0 engine default (by shape)", "1 stream R=1 (8 loads/lane)",
-                         "1 stream R=2 (16 loads/lane)", "4 tq int8 NSP=4 (8 warps)", "4 tq int8 NSP=8 (4 warps)"};
+                         "1 stream R=2 (16 loads/lane)", "4 tq int8 NSP=4 (8 warps)", "4 tq int8 NSP=8 (4 warps)",
+                         "4 tq NSP=4, each warp its x slice"};
     header("MoE gate/up + SwiGLU, 8 routed + shared, 2x512x2048 each", gub / 1e6, copies);
-    for (int v = 0; v < 6; v++) {
+    for (int v = 0; v < (int)(sizeof gun / sizeof *gun); v++) {
         m.var = v;
         CK(cudaMemset(m.act, 0, (size_t)(KX + 1) * I_ * 4));
         moe_gu(0, 0, &m);

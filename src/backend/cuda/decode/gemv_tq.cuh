@@ -388,14 +388,16 @@ static cudaError_t launch_gemv(const lc_qmat &W, const float *x, const float *no
  * routed slots read the router's ids (the predecessor) after the wait, the
  * shared slot's codes are requested while the router drains (as
  * gemv_stream.cuh's stream_gate_up). */
-template <int NSP>
-__global__ void __launch_bounds__(2 * (2048 / (128 * NSP)) * 32) tq_gate_up(lc_qmat gate, lc_qmat up, lc_qmat sgm,
+template <int NSP, bool XW>
+__global__ void __launch_bounds__(2 * (2048 / (128 * NSP)) * 32, XW ? 3 : 0) tq_gate_up(lc_qmat gate, lc_qmat up, lc_qmat sgm,
                                                                            lc_qmat sum_, const int32_t *__restrict__ ids,
                                                                            int K, const float *__restrict__ x,
                                                                            float *__restrict__ act, const lc_ctrl *ctrl) {
-    constexpr int KD = 2048, KS = KD / (128 * NSP), NW = 2 * KS, NT = NW * 32, NSPAN = KD / 128;
-    __shared__ uint4 bf[(NSPAN + 1) * 2 * SLOTS];
-    __shared__ __align__(16) float xs[KD / 64];
+    constexpr int KD = 2048, KS = KD / (128 * NSP), NW = 2 * KS, NT = NW * 32, NSPAN = KD / 128, KW = 128 * NSP;
+    /* XW: each warp its own slice's digits (a slice and the zero span), as
+     * gemv_ring.cuh; held to 3 blocks an SM (80 registers), as the block form */
+    __shared__ uint4 bf[XW ? NW * (NSP + 1) * 2 * SLOTS : (NSPAN + 1) * 2 * SLOTS];
+    __shared__ __align__(16) float xs[XW ? NW * 2 * NSP : KD / 64];
     __shared__ float red[NW * 16], scratch[32];
     const bool shared_slot = blockIdx.y == K;
     if (!shared_slot) lc_pdl_wait();
@@ -416,9 +418,19 @@ __global__ void __launch_bounds__(2 * (2048 / (128 * NSP)) * 32) tq_gate_up(lc_q
     if (shared_slot) lc_pdl_wait();
     lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
-    const float down = prep_x<KD, NT>(x, nullptr, 0.0f, bf, xs, scratch);
     float ya, yb;
-    tl.dot(bf, xs, down, ks, g, c, ya, yb);
+    if constexpr (XW) { /* no block barrier before the dot */
+        uint4 *bw = bf + warp * (NSP + 1) * 2 * SLOTS;
+        float *xw = xs + warp * 2 * NSP;
+        const float dn = prep_x_warp<KW>(x + ks * KW, bw, xw);
+        __syncwarp();
+        uint4 xb[NSP][2];
+        tile<KW, NSP>::x_frags(bw, 0, g, c, xb);
+        tl.dot_x(xb, xw, dn, 0, g, c, ya, yb);
+    } else {
+        const float down = prep_x<KD, NT>(x, nullptr, 0.0f, bf, xs, scratch);
+        tl.dot(bf, xs, down, ks, g, c, ya, yb);
+    }
     if (c == 0) red[warp * 16 + g] = ya, red[warp * 16 + g + 8] = yb;
     __syncthreads();
     if (threadIdx.x < 16) {
@@ -431,13 +443,13 @@ __global__ void __launch_bounds__(2 * (2048 / (128 * NSP)) * 32) tq_gate_up(lc_q
 
 /* gate, up [n_mat][I][2048], sg, su [I][2048] (views of the shared expert's
  * fused gate|up); I a multiple of 16 (the caller checks the shapes). */
-template <int NSP>
+template <int NSP, bool XW = false>
 static cudaError_t launch_gate_up(const lc_qmat &gate, const lc_qmat &up, const lc_qmat &sg, const lc_qmat &su,
                                   const int32_t *ids, int K, const float *x, float *act, const lc_ctrl *ctrl,
                                   cudaStream_t st, bool pdl = true) {
     if (gate.rows % 16) return cudaErrorInvalidValue;
-    return launch_k(tq_gate_up<NSP>, dim3(gate.rows / 16, K + 1), dim3(2 * (2048 / (128 * NSP)) * 32), 0, st, pdl, gate,
-                    up, sg, su, ids, K, x, act, ctrl);
+    return launch_k(tq_gate_up<NSP, XW>, dim3(gate.rows / 16, K + 1), dim3(2 * (2048 / (128 * NSP)) * 32), 0, st, pdl,
+                    gate, up, sg, su, ids, K, x, act, ctrl);
 }
 
 /* MoE down + combine + residual, 512 inputs: h[d] += sum_j w_j down_{ids[j]}[d] .

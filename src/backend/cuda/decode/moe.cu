@@ -9,7 +9,10 @@
  * gemv_stream.cuh's). */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "backend/cuda/cluster.cuh"
 #include "backend/cuda/decode/gemv_tq.cuh"
 
 namespace {
@@ -69,8 +72,9 @@ __device__ void topk_rows(const float *lg, int E, int K, int32_t *__restrict__ i
 
 /* The same for one warp with the E logits in registers (EPL per lane, lane
  * l holding experts l, l+32, ...): no block barriers, so the fused router's
- * last block finishes the routing in a few hundred cycles. */
-template <int EPL>
+ * last block finishes the routing in a few hundred cycles.  SMEM: lg is in
+ * shared memory (the cluster router), else in global memory through L2. */
+template <int EPL, bool SMEM = false>
 __device__ void topk_warp(const float *lg, int E, int K, int32_t *__restrict__ ids, float *__restrict__ w,
                           float *__restrict__ sgate) {
     const int lane = threadIdx.x & 31;
@@ -79,7 +83,7 @@ __device__ void topk_warp(const float *lg, int E, int K, int32_t *__restrict__ i
 #pragma unroll
     for (int i = 0; i < EPL; i++) {
         const int e = lane + 32 * i;
-        p[i] = e < E ? __ldcg(lg + e) : -INFINITY;
+        p[i] = e < E ? (SMEM ? lg[e] : __ldcg(lg + e)) : -INFINITY;
         mx = fmaxf(mx, p[i]);
     }
     mx = warp_max(mx);
@@ -110,7 +114,7 @@ __device__ void topk_warp(const float *lg, int E, int K, int32_t *__restrict__ i
         if (lane == 0) ids[k] = idx;
     }
     if (lane < K) w[lane] = mine / wsum;
-    if (lane == 0) sgate[0] = sigmoid_f(__ldcg(lg + E));
+    if (lane == 0) sgate[0] = sigmoid_f(SMEM ? lg[E] : __ldcg(lg + E));
 }
 
 /* Block per token (prefill). */
@@ -168,6 +172,74 @@ __global__ void __launch_bounds__(WARPS * 32) router_kernel(lc_qmat R, const flo
     else if (E <= 512) topk_warp<16>(logits, E, K, ids, w, sgate);
     else topk_warp<32>(logits, E, K, ids, w, sgate);
     if (lane == 0) *done = 0;
+}
+
+/* The same router as one cluster of RC blocks of RW warps (LILAC_ROUTER=
+ * cluster, opt-in until it has run on a GPU): the logits go into block 0's
+ * shared memory (distributed shared memory) and one cluster barrier stands
+ * where router_kernel has a fence, a global atomic and the last block's
+ * reads back through L2; then block 0's warp 0 routes from shared memory.
+ * Every block passes the barrier, stopped or not (a block leaving early
+ * would strand the others).  Rows r = (rank RW + warp) RPW + lane / LPR +
+ * pass RC RW RPW, all passes' weights requested before the wait. */
+/* 16 x 9 warps: two passes over 257 rows, and a block (288 threads, <= 96
+ * registers) fits beside gemv_ring.cuh's half-SM block of the kernel before,
+ * so the router's weights are requested while out_proj runs, as now.  16
+ * blocks is a non-portable cluster size (sm_90 allows it on request). */
+constexpr int RC = 16, RW = 9;
+template <int BITS, int CPL, int LPR>
+__global__ void __launch_bounds__(RW * 32, 2) router_cluster_kernel(lc_qmat R, const float *__restrict__ h,
+                                                                 const float *__restrict__ norm_w, float eps,
+                                                                 float *__restrict__ xn, float *__restrict__ logits,
+                                                                 int K, int32_t *__restrict__ ids, float *__restrict__ w,
+                                                                 float *__restrict__ sgate, const lc_ctrl *ctrl) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    using Q = qdot<BITS, CPL, LPR>;
+    constexpr int RPW = 32 / LPR, EPC = Q::EPC, COLS = Q::COLS, PASS = 2, STEP = RC * RW * RPW;
+    __shared__ float4 xs4[COLS / 4];
+    __shared__ float xcs[COLS / EPC];
+    __shared__ float scratch[32];
+    __shared__ float lg[1025]; /* block 0's: every block's logits (R.rows <= 1025: the launcher checks) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % LPR;
+    const uint32_t rank = cluster_rank();
+    const int r0 = ((int)rank * RW + warp) * RPW + lane / LPR;
+    typename Q::chunk c[PASS];
+#pragma unroll
+    for (int p = 0; p < PASS; p++)
+        if (r0 + p * STEP < R.rows) Q::fetch(R, 0, r0 + p * STEP, sub, c[p]); /* weights: before the predecessor finishes */
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
+    const bool stopped = LC_STOPPED(ctrl);
+    if (!stopped) {
+        load_x_smem<COLS, EPC>(h, norm_w, eps, rank == 0 ? xn : nullptr, xs4, xcs, scratch);
+#pragma unroll
+        for (int p = 0; p < PASS; p++) {
+            const int r = r0 + p * STEP;
+            float acc = 0.0f;
+            if (r < R.rows)
+#pragma unroll
+                for (int j = 0; j < CPL; j++) {
+                    float xv[EPC];
+                    const float xsum = x_chunk<COLS, EPC>(xs4, xcs, sub + LPR * j, xv);
+                    acc = chunk_fma<BITS>(c[p].q[j], xv, c[p].s[j], c[p].b[j], xsum, acc);
+                }
+            acc = Q::reduce(acc);
+            if (r < R.rows && sub == 0) logits[r] = acc, st_cluster(lg + r, 0, acc);
+        }
+    }
+    cluster_arrive(); /* release: the peer stores above before block 0's reads */
+    cluster_wait();
+    if (stopped || rank != 0 || warp) return;
+    const int E = R.rows - 1;
+    if (E <= 32) topk_warp<1, true>(lg, E, K, ids, w, sgate);
+    else if (E <= 64) topk_warp<2, true>(lg, E, K, ids, w, sgate);
+    else if (E <= 128) topk_warp<4, true>(lg, E, K, ids, w, sgate);
+    else if (E <= 256) topk_warp<8, true>(lg, E, K, ids, w, sgate);
+    else if (E <= 512) topk_warp<16, true>(lg, E, K, ids, w, sgate);
+    else topk_warp<32, true>(lg, E, K, ids, w, sgate);
+#else
+    __trap(); /* never launched below sm_90 (router_cluster_ok) */
+#endif
 }
 
 /* grid (ceil(I / rows_per_block), K + 1): slot j < K is routed expert
@@ -337,9 +409,58 @@ cudaError_t launch_down(const lc_qmat *down, const lc_qmat *sdown, const int32_t
     }
 }
 
+/* LILAC_ROUTER=cluster (read once): router_cluster_kernel where it can run:
+ * a kernel built for sm_90+ (not JIT from older PTX), the rows within its two
+ * passes, and a cluster of RC blocks fitting (probed once per device: also
+ * asked inside graph capture). */
+template <int BITS, int CPL, int LPR>
+static bool router_cluster_ok(const lc_qmat *R) {
+    static int want = -1;
+    if (want < 0) {
+        const char *s = getenv("LILAC_ROUTER");
+        want = s && strcmp(s, "cluster") == 0;
+    }
+    if (!want || R->rows > 2 * RC * RW * (32 / LPR) || R->rows > 1025) return false;
+    static signed char ok[64]; /* 0 unknown, 1 yes, -1 no; per device */
+    int dev = 0;
+    if (cudaGetDevice(&dev)) return false;
+    signed char *o = &ok[dev & 63];
+    if (*o == 0) {
+        cudaFuncAttributes fa;
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = RC, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3(RC), cfg.blockDim = dim3(RW * 32), cfg.attrs = at, cfg.numAttrs = 1;
+        int nc = 0;
+        const bool yes = cudaFuncSetAttribute(router_cluster_kernel<BITS, CPL, LPR>,
+                                              cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
+                         cudaFuncGetAttributes(&fa, router_cluster_kernel<BITS, CPL, LPR>) == cudaSuccess &&
+                         fa.ptxVersion >= 90 && fa.binaryVersion >= 90 &&
+                         cudaOccupancyMaxActiveClusters(&nc, router_cluster_kernel<BITS, CPL, LPR>, &cfg) == cudaSuccess &&
+                         nc >= 1;
+        (void)cudaGetLastError(); /* a refused query leaves no error behind */
+        *o = yes ? 1 : -1;
+    }
+    return *o > 0;
+}
+
 template <int BITS, int CPL, int LPR>
 cudaError_t launch_router(const lc_qmat *R, const float *h, const float *norm_w, float eps, float *xn, float *logits, int K,
                           int32_t *ids, float *w, float *sgate, unsigned *done, const lc_ctrl *ctrl, cudaStream_t st) {
+    if (router_cluster_ok<BITS, CPL, LPR>(R)) { /* one cluster, PDL as lc_launch */
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(RC), cfg.blockDim = dim3(RW * 32), cfg.stream = st;
+        cudaLaunchAttribute at[2];
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        at[1].id = cudaLaunchAttributeClusterDimension;
+        at[1].val.clusterDim.x = RC, at[1].val.clusterDim.y = 1, at[1].val.clusterDim.z = 1;
+        cfg.attrs = at, cfg.numAttrs = 2;
+        const cudaError_t err = cudaLaunchKernelEx(&cfg, router_cluster_kernel<BITS, CPL, LPR>, *R, h, norm_w, eps, xn, logits, K,
+                                                   ids, w, sgate, ctrl);
+        return err ? err : cudaGetLastError();
+    }
     constexpr int RPW = 32 / LPR;
     const int grid = (R->rows + WARPS * RPW - 1) / (WARPS * RPW);
     return lc_launch(router_kernel<BITS, CPL, LPR>, dim3(grid), dim3(WARPS * 32), 0, st, *R, h, norm_w, eps, xn, logits,
@@ -382,15 +503,28 @@ static bool moe_stream_ok(const lc_qmat *const *ms, int n, int cols, int max_row
  * loads) -> 3.94 us (tq_down RB=1, 6dc239e; decode at 4K 529.3 -> 567.1
  * tokens/s with it, lilac bench, same binary).  Other shapes keep the kernels
  * above. */
+/* LILAC_GATE_UP=xw (read once): tq_gate_up with each warp making its own
+ * slice's digits (gemv_ring.cuh's prologue, which took decode at 4K from
+ * 642.0 to 661.1 tokens/s there); opt-in until it has run on a GPU. */
+static bool gate_up_xw(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *s = getenv("LILAC_GATE_UP");
+        v = s && strcmp(s, "xw") == 0;
+    }
+    return v > 0;
+}
+
 extern "C" cudaError_t lc_moe_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
                                       const int32_t *ids, int K, const float *x, float *act, const lc_ctrl *ctrl,
                                       cudaStream_t st) {
     if (sh_gate->rows != gate->rows) return cudaErrorInvalidValue; /* act rows share one stride */
     const lc_qmat *ms[] = {gate, up, sh_gate, sh_up};
     if (moe_stream_ok(ms, 4, 2048, 1024) && up->rows == gate->rows && sh_up->rows == gate->rows)
-        return lc_gemv_kernels() != LC_GEMV_STREAM && gate->rows % 16 == 0
-                   ? gemv_tq::launch_gate_up<4>(*gate, *up, *sh_gate, *sh_up, ids, K, x, act, ctrl, st)
-                   : gemv_stream::launch_stream_gate_up<1>(*gate, *up, *sh_gate, *sh_up, ids, K, x, act, ctrl, st);
+        return lc_gemv_kernels() == LC_GEMV_STREAM || gate->rows % 16
+                   ? gemv_stream::launch_stream_gate_up<1>(*gate, *up, *sh_gate, *sh_up, ids, K, x, act, ctrl, st)
+               : gate_up_xw() ? gemv_tq::launch_gate_up<4, true>(*gate, *up, *sh_gate, *sh_up, ids, K, x, act, ctrl, st)
+                              : gemv_tq::launch_gate_up<4>(*gate, *up, *sh_gate, *sh_up, ids, K, x, act, ctrl, st);
 #define CALL_(B, C, L) return launch_gate_up<B, C, L>(gate, up, sh_gate, sh_up, ids, K, x, act, ctrl, st);
     LC_QDOT_DISPATCH(gate->bits, gate->cols, CALL_);
 #undef CALL_
