@@ -6,9 +6,9 @@
  * registers (92% of the register file for the GDN in_proj), so the next
  * kernel of the decode graph finds no room until those blocks retire, and
  * its weights only start streaming then.  Here each SM runs one block of 8
- * warps at <= 128 registers and ~92 KB of shared memory: the next kernel's
- * block is resident beside it (PDL) and its own weights are already in
- * flight while this one computes.
+ * warps at <= 128 registers (123) and ~97-99 KB of shared memory: the next
+ * kernel's block is resident beside it (PDL) and its own weights are already
+ * in flight while this one computes.  gemv.cu has the H200 timings.
  *
  * Tiles and numerics are gemv_tq.cuh's (u8 codes x s8 digits of x on
  * mma.m16n8k32, exact int32 sums): a task is one warp tile, 16 rows x 512
@@ -16,11 +16,12 @@
  * [span][row][64 B] (a quarter-warp reads 128 contiguous bytes) plus the 16
  * rows' 8 scales and 8 biases.  Block b owns row blocks [b NRB / G,
  * (b + 1) NRB / G); their KS = K / 512 slices are dealt round-robin to the
- * warps (8 % KS == 0: warp w keeps slice w % KS, so its x fragments are
- * loaded once), partial sums meet in shared memory and are summed in slice
- * order (deterministic).  PDL as the other GEMVs: the first two tasks of
- * every warp are requested before lc_pdl_wait(), nothing is written before
- * it, and lc_pdl_launch_dependents() follows it. */
+ * warps (8 % KS == 0: warp w keeps slice w % KS, turns that slice of x into
+ * digits itself and loads its fragments once), partial sums meet in shared
+ * memory and are summed in slice order (deterministic).  PDL as the other
+ * GEMVs: the first two tasks of every warp are requested before
+ * lc_pdl_wait(), nothing is written before it, and
+ * lc_pdl_launch_dependents() follows it. */
 #ifndef LILAC_CUDA_GEMV_RING_CUH
 #define LILAC_CUDA_GEMV_RING_CUH
 
