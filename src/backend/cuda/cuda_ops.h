@@ -185,7 +185,8 @@ cudaError_t lc_gdn(const lc_gdn_params *p, const float *proj, int ldp, int T, fl
                    const lc_ctrl *ctrl, cudaStream_t st);
 /* lc_gdn's form for p and T: 0 = a block per value head, 4 or 8 = a value head
  * split over a cluster of that many blocks (decode/gdn_step.cu: T <= 64 on sm_90,
- * dk = dv = 128, K = 4; opt-in: LILAC_GDN_STEP=split | split8).  lc_gdn_step_force(form)
+ * dk = dv = 128, K = 4; clusters of 4 by default, LILAC_GDN_STEP=block | split8 for the
+ * others).  lc_gdn_step_force(form)
  * overrides it (0, 4, 8; anything else = back to the default): the workshops. */
 int lc_gdn_step_form(const lc_gdn_params *p, int T);
 void lc_gdn_step_force(int form);

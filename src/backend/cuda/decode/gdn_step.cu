@@ -1,7 +1,8 @@
 /* gdn_step.cu — Gated DeltaNet (spec §6) in one kernel per layer: conv, gates,
  * delta rule with the fp32 state held on-chip, gated RMSNorm.  Two forms: a
  * block per value head (any shape, any T), and for decode a value head split
- * over a cluster of blocks (sm_90, dk = dv = 128, K = 4). */
+ * over a cluster of blocks (sm_90, dk = dv = 128, K = 4; the default for
+ * calls of up to 64 tokens: step_form below). */
 #include <stdlib.h>
 #include <string.h>
 
