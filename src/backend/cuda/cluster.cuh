@@ -2,11 +2,14 @@
  * in its split arrive / wait form and stores into a peer block's shared
  * memory (distributed shared memory), for the DeltaNet kernels that share a
  * value head's row sums across the blocks of a cluster (prefill/gdn_chunk.cu,
- * decode/gdn_step.cu).  Empty below sm_90: the kernels that use it are
- * built empty there. */
+ * decode/gdn_step.cu) and the MoE router's cluster form (decode/moe.cu),
+ * and on the host the probe and the launch of a cluster kernel.  The device
+ * helpers are empty below sm_90: the kernels that use them are built empty
+ * there. */
 #ifndef LILAC_CUDA_CLUSTER_CUH
 #define LILAC_CUDA_CLUSTER_CUH
 
+#include <cuda_runtime.h>
 #include <stdint.h>
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
@@ -27,5 +30,42 @@ __device__ __forceinline__ void st_cluster(const float *local, uint32_t rank, fl
     asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
 }
 #endif
+
+/* Host side.  Whether a cluster of ns blocks of `threads` threads of kernel
+ * can run on the current device: a kernel built for sm_90+ (JIT from older
+ * PTX on a newer GPU it would be the trap: ptxVersion) and at least one such
+ * cluster fitting in a grid of `grid` blocks.  A refused query leaves no error
+ * behind.  Callers cache the answer (they are also asked inside graph capture). */
+template <typename... A>
+static bool cluster_fits(void (*kernel)(A...), unsigned ns, unsigned grid, unsigned threads) {
+    cudaFuncAttributes fa;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = ns, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(grid), cfg.blockDim = dim3(threads), cfg.attrs = at, cfg.numAttrs = 1;
+    int nc = 0;
+    const bool yes = cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && fa.ptxVersion >= 90 && fa.binaryVersion >= 90 &&
+                     cudaOccupancyMaxActiveClusters(&nc, kernel, &cfg) == cudaSuccess && nc >= 1;
+    (void)cudaGetLastError();
+    return yes;
+}
+
+/* Launches kernel in clusters of ns blocks, with programmatic stream
+ * serialization allowed (PDL, as common.cuh's lc_launch). */
+template <typename... KArgs, typename... Args>
+static cudaError_t cluster_launch(void (*kernel)(KArgs...), unsigned ns, dim3 grid, dim3 block, cudaStream_t st,
+                                  Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.stream = st;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    at[1].id = cudaLaunchAttributeClusterDimension;
+    at[1].val.clusterDim.x = ns, at[1].val.clusterDim.y = 1, at[1].val.clusterDim.z = 1;
+    cfg.attrs = at, cfg.numAttrs = 2;
+    const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+    return err ? err : cudaGetLastError();
+}
 
 #endif

@@ -271,9 +271,7 @@ extern "C" void lc_gdn_step_force(int form) { g_step = form == 0 || form == 4 ||
 #define SPLIT_MAX_T 64
 
 /* Whether the split form with clusters of ns can run here: the shape it is
- * written for, a kernel compiled for sm_90+ (JIT from compute_80 PTX on a
- * newer GPU it would be the trap: ptxVersion), and one cluster fitting.
- * Probed once per device (cached: lc_gdn is also called inside graph capture). */
+ * written for and cluster.cuh's cluster_fits, probed once per device. */
 static bool split_ok(const lc_gdn_params *p, int ns) {
     if (p->K != gdn_split::KC || p->dk != gdn_split::D || p->dv != gdn_split::D || p->Hk < 1 || p->Hv % p->Hk)
         return false;
@@ -281,42 +279,19 @@ static bool split_ok(const lc_gdn_params *p, int ns) {
     int dev = 0;
     if (cudaGetDevice(&dev)) return false;
     signed char *o = &ok[dev & 63][ns == 8];
-    if (*o == 0) {
-        void (*k)(lc_gdn_params, const float *, int, int, float *, float *, float *, const lc_ctrl *) =
-            ns == 8 ? gdn_split::gdn_split_kernel<8> : gdn_split::gdn_split_kernel<4>;
-        cudaFuncAttributes fa;
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = (unsigned)ns, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-        cfg.gridDim = dim3(p->Hv * ns), cfg.blockDim = dim3(gdn_split::THREADS), cfg.attrs = at, cfg.numAttrs = 1;
-        int nc = 0;
-        const bool yes = cudaFuncGetAttributes(&fa, k) == cudaSuccess && fa.ptxVersion >= 90 && fa.binaryVersion >= 90 &&
-                         cudaOccupancyMaxActiveClusters(&nc, k, &cfg) == cudaSuccess && nc >= 1;
-        (void)cudaGetLastError(); /* a refused query leaves no error behind */
-        *o = yes ? 1 : -1;
-    }
+    if (*o == 0)
+        *o = cluster_fits(ns == 8 ? gdn_split::gdn_split_kernel<8> : gdn_split::gdn_split_kernel<4>, (unsigned)ns,
+                          (unsigned)(p->Hv * ns), gdn_split::THREADS)
+                 ? 1
+                 : -1;
     return *o > 0;
 }
 
 /* The split form: Hv clusters of ns blocks, with PDL as lc_launch */
 static cudaError_t launch_split(int ns, const lc_gdn_params *p, const float *proj, int ldp, int T, float *conv_state,
                                 float *state, float *out, const lc_ctrl *ctrl, cudaStream_t st) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(p->Hv * ns);
-    cfg.blockDim = dim3(gdn_split::THREADS);
-    cfg.stream = st;
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    at[1].id = cudaLaunchAttributeClusterDimension;
-    at[1].val.clusterDim.x = (unsigned)ns, at[1].val.clusterDim.y = 1, at[1].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 2;
-    const cudaError_t err =
-        ns == 8 ? cudaLaunchKernelEx(&cfg, gdn_split::gdn_split_kernel<8>, *p, proj, ldp, T, conv_state, state, out, ctrl)
-                : cudaLaunchKernelEx(&cfg, gdn_split::gdn_split_kernel<4>, *p, proj, ldp, T, conv_state, state, out, ctrl);
-    return err ? err : cudaGetLastError();
+    return cluster_launch(ns == 8 ? gdn_split::gdn_split_kernel<8> : gdn_split::gdn_split_kernel<4>, (unsigned)ns,
+                          dim3(p->Hv * ns), dim3(gdn_split::THREADS), st, *p, proj, ldp, T, conv_state, state, out, ctrl);
 }
 
 /* The form lc_gdn runs for p and T: 0 = block, else the cluster size */

@@ -50,6 +50,23 @@ constexpr size_t smem_bytes() { /* rings, x's digits and group sums, scratch, sp
     return (size_t)WARPS * S * TASK + BF_WORDS * 16 + (WARPS * 8 + 32 + (K / 512) * RB_MAX * 16) * 4;
 }
 
+/* One task into a slot: rows r .. r + 15 of a K-input matrix (codes w,
+ * scales s, biases b at row 0), slice k.  Lane (g, c) copies the code pieces
+ * it later reads; lanes 0-15 a row's scales, 16-31 its biases. */
+template <int K>
+__device__ __forceinline__ void copy_task(unsigned char *slot, const uint32_t *w, const uint16_t *s, const uint16_t *b, size_t r,
+                                          int k) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const uint4 *src = reinterpret_cast<const uint4 *>(w + (r + g + 8 * h) * (K / 8)) + k * NSP * 4 + c;
+#pragma unroll
+        for (int m = 0; m < NSP; m++) cp16(slot + m * 1024 + (g + 8 * h) * 64 + c * 16, src + 4 * m);
+    }
+    const int row = lane & 15;
+    cp16(slot + CODES + (lane >> 4) * 256 + row * 16, (lane < 16 ? s : b) + (r + row) * (K / 64) + k * NSP * 2);
+}
+
 /* One warp's ring over its tasks of the block's row blocks (task t = rb
  * offset * KS + slice, t = warp, warp + WARPS, ...); one cp.async group per
  * issue (empty past the last task), so cp_wait<S - 1> finds the oldest complete. */
@@ -61,17 +78,8 @@ struct ring {
 
     __device__ void issue(const lc_qmat &W) {
         if (issued < n) {
-            const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, warp = threadIdx.x >> 5;
-            const int t = warp + issued * WARPS, r = (rb0 + t / KS) * 16, k = t % KS;
-            unsigned char *slot = base + (issued % S) * TASK;
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const uint4 *src = reinterpret_cast<const uint4 *>(W.w + (size_t)(r + g + 8 * h) * (K / 8)) + k * NSP * 4 + c;
-#pragma unroll
-                for (int m = 0; m < NSP; m++) cp16(slot + m * 1024 + (g + 8 * h) * 64 + c * 16, src + 4 * m);
-            }
-            const int row = lane & 15; /* lanes 0-15 a row's scales, 16-31 its biases */
-            cp16(slot + CODES + (lane >> 4) * 256 + row * 16, (lane < 16 ? W.s : W.b) + (size_t)(r + row) * (K / 64) + k * NSP * 2);
+            const int t = (threadIdx.x >> 5) + issued * WARPS;
+            copy_task<K>(base + (issued % S) * TASK, W.w, W.s, W.b, (size_t)(rb0 + t / KS) * 16, t % KS);
             issued++;
         }
         cp_commit();

@@ -117,6 +117,36 @@ __device__ void topk_warp(const float *lg, int E, int K, int32_t *__restrict__ i
     if (lane == 0) sgate[0] = sigmoid_f(SMEM ? lg[E] : __ldcg(lg + E));
 }
 
+/* topk_warp for E + 1 logits, its registers per lane chosen by E (<= 1024) */
+template <bool SMEM>
+__device__ __forceinline__ void route(const float *lg, int E, int K, int32_t *__restrict__ ids, float *__restrict__ w,
+                                      float *__restrict__ sgate) {
+    if (E <= 32) topk_warp<1, SMEM>(lg, E, K, ids, w, sgate);
+    else if (E <= 64) topk_warp<2, SMEM>(lg, E, K, ids, w, sgate);
+    else if (E <= 128) topk_warp<4, SMEM>(lg, E, K, ids, w, sgate);
+    else if (E <= 256) topk_warp<8, SMEM>(lg, E, K, ids, w, sgate);
+    else if (E <= 512) topk_warp<16, SMEM>(lg, E, K, ids, w, sgate);
+    else topk_warp<32, SMEM>(lg, E, K, ids, w, sgate);
+}
+
+/* One router row's logit from its lane's fetched chunk and the block's x in
+ * shared memory, summed over the row's LPR lanes (0 past the last row). */
+template <int BITS, int CPL, int LPR>
+__device__ __forceinline__ float router_row(const typename qdot<BITS, CPL, LPR>::chunk &c, bool row, int sub,
+                                            const float4 *xs4, const float *xcs) {
+    using Q = qdot<BITS, CPL, LPR>;
+    constexpr int EPC = Q::EPC, COLS = Q::COLS;
+    float acc = 0.0f;
+    if (row)
+#pragma unroll
+        for (int j = 0; j < CPL; j++) {
+            float xv[EPC];
+            const float xsum = x_chunk<COLS, EPC>(xs4, xcs, sub + LPR * j, xv);
+            acc = chunk_fma<BITS>(c.q[j], xv, c.s[j], c.b[j], xsum, acc);
+        }
+    return Q::reduce(acc);
+}
+
 /* Block per token (prefill). */
 __global__ void topk_kernel(const float *__restrict__ logits, int E, int K, int32_t *__restrict__ ids,
                             float *__restrict__ w, float *__restrict__ sgate, const lc_ctrl *ctrl) {
@@ -148,15 +178,7 @@ __global__ void __launch_bounds__(WARPS * 32) router_kernel(lc_qmat R, const flo
     lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) return;
     load_x_smem<COLS, EPC>(h, norm_w, eps, xn, xs4, xcs, scratch);
-    float acc = 0.0f;
-    if (r < R.rows)
-#pragma unroll
-        for (int j = 0; j < CPL; j++) {
-            float xv[EPC];
-            const float xsum = x_chunk<COLS, EPC>(xs4, xcs, sub + LPR * j, xv);
-            acc = chunk_fma<BITS>(c.q[j], xv, c.s[j], c.b[j], xsum, acc);
-        }
-    acc = Q::reduce(acc);
+    const float acc = router_row<BITS, CPL, LPR>(c, r < R.rows, sub, xs4, xcs);
     if (r < R.rows && sub == 0) logits[r] = acc;
     __threadfence();
     __syncthreads();
@@ -164,13 +186,7 @@ __global__ void __launch_bounds__(WARPS * 32) router_kernel(lc_qmat R, const flo
     __syncthreads();
     if (!last || warp) return;
     __threadfence();
-    const int E = R.rows - 1;
-    if (E <= 32) topk_warp<1>(logits, E, K, ids, w, sgate);
-    else if (E <= 64) topk_warp<2>(logits, E, K, ids, w, sgate);
-    else if (E <= 128) topk_warp<4>(logits, E, K, ids, w, sgate);
-    else if (E <= 256) topk_warp<8>(logits, E, K, ids, w, sgate);
-    else if (E <= 512) topk_warp<16>(logits, E, K, ids, w, sgate);
-    else topk_warp<32>(logits, E, K, ids, w, sgate);
+    route<false>(logits, R.rows - 1, K, ids, w, sgate);
     if (lane == 0) *done = 0;
 }
 
@@ -215,28 +231,14 @@ __global__ void __launch_bounds__(RW * 32, 2) router_cluster_kernel(lc_qmat R, c
 #pragma unroll
         for (int p = 0; p < PASS; p++) {
             const int r = r0 + p * STEP;
-            float acc = 0.0f;
-            if (r < R.rows)
-#pragma unroll
-                for (int j = 0; j < CPL; j++) {
-                    float xv[EPC];
-                    const float xsum = x_chunk<COLS, EPC>(xs4, xcs, sub + LPR * j, xv);
-                    acc = chunk_fma<BITS>(c[p].q[j], xv, c[p].s[j], c[p].b[j], xsum, acc);
-                }
-            acc = Q::reduce(acc);
+            const float acc = router_row<BITS, CPL, LPR>(c[p], r < R.rows, sub, xs4, xcs);
             if (r < R.rows && sub == 0) logits[r] = acc, st_cluster(lg + r, 0, acc);
         }
     }
     cluster_arrive(); /* release: the peer stores above before block 0's reads */
     cluster_wait();
     if (stopped || rank != 0 || warp) return;
-    const int E = R.rows - 1;
-    if (E <= 32) topk_warp<1, true>(lg, E, K, ids, w, sgate);
-    else if (E <= 64) topk_warp<2, true>(lg, E, K, ids, w, sgate);
-    else if (E <= 128) topk_warp<4, true>(lg, E, K, ids, w, sgate);
-    else if (E <= 256) topk_warp<8, true>(lg, E, K, ids, w, sgate);
-    else if (E <= 512) topk_warp<16, true>(lg, E, K, ids, w, sgate);
-    else topk_warp<32, true>(lg, E, K, ids, w, sgate);
+    route<true>(lg, R.rows - 1, K, ids, w, sgate);
 #else
     __trap(); /* never launched below sm_90 (router_cluster_ok) */
 #endif
@@ -426,21 +428,13 @@ static bool router_cluster_ok(const lc_qmat *R) {
     if (cudaGetDevice(&dev)) return false;
     signed char *o = &ok[dev & 63];
     if (*o == 0) {
-        cudaFuncAttributes fa;
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = RC, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-        cfg.gridDim = dim3(RC), cfg.blockDim = dim3(RW * 32), cfg.attrs = at, cfg.numAttrs = 1;
-        int nc = 0;
-        const bool yes = cudaFuncSetAttribute(router_cluster_kernel<BITS, CPL, LPR>,
-                                              cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
-                         cudaFuncGetAttributes(&fa, router_cluster_kernel<BITS, CPL, LPR>) == cudaSuccess &&
-                         fa.ptxVersion >= 90 && fa.binaryVersion >= 90 &&
-                         cudaOccupancyMaxActiveClusters(&nc, router_cluster_kernel<BITS, CPL, LPR>, &cfg) == cudaSuccess &&
-                         nc >= 1;
-        (void)cudaGetLastError(); /* a refused query leaves no error behind */
-        *o = yes ? 1 : -1;
+        void (*k)(lc_qmat, const float *, const float *, float, float *, float *, int, int32_t *, float *, float *,
+                  const lc_ctrl *) = router_cluster_kernel<BITS, CPL, LPR>;
+        *o = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
+                     cluster_fits(k, RC, RC, RW * 32)
+                 ? 1
+                 : -1;
+        (void)cudaGetLastError(); /* a refused attribute leaves no error behind */
     }
     return *o > 0;
 }
@@ -448,19 +442,9 @@ static bool router_cluster_ok(const lc_qmat *R) {
 template <int BITS, int CPL, int LPR>
 cudaError_t launch_router(const lc_qmat *R, const float *h, const float *norm_w, float eps, float *xn, float *logits, int K,
                           int32_t *ids, float *w, float *sgate, unsigned *done, const lc_ctrl *ctrl, cudaStream_t st) {
-    if (router_cluster_ok<BITS, CPL, LPR>(R)) { /* one cluster, PDL as lc_launch */
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(RC), cfg.blockDim = dim3(RW * 32), cfg.stream = st;
-        cudaLaunchAttribute at[2];
-        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[0].val.programmaticStreamSerializationAllowed = 1;
-        at[1].id = cudaLaunchAttributeClusterDimension;
-        at[1].val.clusterDim.x = RC, at[1].val.clusterDim.y = 1, at[1].val.clusterDim.z = 1;
-        cfg.attrs = at, cfg.numAttrs = 2;
-        const cudaError_t err = cudaLaunchKernelEx(&cfg, router_cluster_kernel<BITS, CPL, LPR>, *R, h, norm_w, eps, xn, logits, K,
-                                                   ids, w, sgate, ctrl);
-        return err ? err : cudaGetLastError();
-    }
+    if (router_cluster_ok<BITS, CPL, LPR>(R)) /* one cluster */
+        return cluster_launch(router_cluster_kernel<BITS, CPL, LPR>, RC, dim3(RC), dim3(RW * 32), st, *R, h, norm_w, eps, xn,
+                              logits, K, ids, w, sgate, ctrl);
     constexpr int RPW = 32 / LPR;
     const int grid = (R->rows + WARPS * RPW - 1) / (WARPS * RPW);
     return lc_launch(router_kernel<BITS, CPL, LPR>, dim3(grid), dim3(WARPS * 32), 0, st, *R, h, norm_w, eps, xn, logits,
