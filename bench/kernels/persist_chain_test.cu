@@ -65,7 +65,7 @@
 #include <string.h>
 #include <vector>
 
-#include "backend/cuda/decode/gemv_tq.cuh" /* gemv_stream.cuh (qdot.cuh's dequantisation, cp16 / cp_commit / cp_wait, mat_view) and the tq tiles */
+#include "backend/cuda/decode/gemv_ring.cuh" /* gemv_tq.cuh's tiles, gemv_stream.cuh (qdot.cuh's dequantisation, cp16 / cp_commit / cp_wait, mat_view) */
 #include "backend/cuda/mma.cuh"                /* mbarriers */
 #include "workshop.h"
 

@@ -13,11 +13,9 @@
  * 144 KB), so HBM can stream the next pair during this one's waits.
  *
  * A task: 16 rows x 512 inputs (NSP = 4 spans of 128) of one matrix, the
- * warp's tq tile: codes [span m][row][64 B] (a quarter-warp reads 128
- * contiguous bytes: no bank conflicts), then the 16 rows' 8 scales and 8
- * biases (16 B a row).  Lane (g, c) copies exactly the code pieces it later
- * reads (rows g, g + 8, piece c of each span); lanes 0-15 copy the scale
- * rows, 16-31 the bias rows (read by other lanes: __syncwarp after the wait).
+ * warp's tq tile, copied and read as decode/gemv_ring.cuh does (which took
+ * this design into the engine): codes [span m][row][64 B], then the 16 rows'
+ * 8 scales and 8 biases (read by other lanes: __syncwarp after the wait).
  * Block b owns row blocks [b NRB / G, (b + 1) NRB / G) of a stage; their
  * KS slices are dealt round-robin to the W warps (W % KS == 0, so warp w
  * always has slice w % KS); partial sums meet in shared memory and are
@@ -28,9 +26,10 @@
 #define LILAC_BENCH_PERSIST_RING_CUH
 
 namespace tqr {
-constexpr int NSP = 4;                       /* spans per task */
-constexpr int CODES = NSP * 16 * 64;         /* 4,096 B of codes */
-constexpr int TASK = CODES + 2 * 16 * 16;    /* + 16 rows of 8 scales and of 8 biases */
+/* the engine's task (decode/gemv_ring.cuh): 16 rows x 512 inputs, its cp.async copy and its read */
+using gemv_ring::CODES;
+using gemv_ring::NSP;
+using gemv_ring::TASK;
 /* BULK (variant H): the ring filled by the TMA (cp.async.bulk, one mbarrier
  * per slot), so the copies wait in the TMA unit, not in the SM's load queue
  * ahead of x and the residual; code rows 320 B apart (256 used: a
@@ -72,7 +71,7 @@ __device__ __forceinline__ own own_of(int warp) {
  * not), so cp_wait<S - 1> finds the oldest one complete. */
 template <int W, int S, bool BULK = false>
 struct ring {
-    static constexpr int SB = slot_bytes<BULK>(), CB = BULK ? CODES_B : CODES;
+    static constexpr int SB = slot_bytes<BULK>();
     unsigned char *base;
     uint64_t *bar; /* BULK: S mbarriers */
     own oi, oo;
@@ -81,9 +80,27 @@ struct ring {
     __device__ void skip_empty() {
         while (ps < nst && pi >= (ps & 1 ? oo.n : oi.n)) ps++, pi = 0;
     }
+    /* This warp's ring in smem (the rings, then BULK's mbarriers) over
+     * stages first .. stages - 1, its first S tasks requested. */
+    __device__ void start(unsigned char *smem, const chain_args &a, int first, int stages) {
+        const int warp = threadIdx.x >> 5;
+        base = smem + (size_t)warp * S * SB;
+        bar = reinterpret_cast<uint64_t *>(smem + (size_t)W * S * SB) + warp * S;
+        if (BULK) {
+#ifdef __CUDA_ARCH__
+            if ((threadIdx.x & 31) < S) mbar_init(bar + (threadIdx.x & 31), 1);
+#endif
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); /* visible to the TMA */
+            __syncwarp();
+        }
+        oi = own_of<SI, W>(warp), oo = own_of<SO, W>(warp);
+        nst = stages, ps = first, pi = 0, issued = 0, used = 0;
+        skip_empty();
+        for (int i = 0; i < S; i++) issue_next(a);
+    }
     template <class St>
     __device__ void issue(const lc_qmat &Wm, int e, int rb, int k, unsigned char *slot, uint64_t *b) {
-        const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+        const int lane = threadIdx.x & 31;
         const int r = rb * 16;
         if constexpr (BULK) { /* lanes 0-15: a row's 256 B of codes; 16-31: a row's scales and biases */
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* this warp's reads of the slot come first */
@@ -98,15 +115,7 @@ struct ring {
                 bulk_copy(slot + CODES_B + 256 + row * 16, Wm.b + o, 16, b);
             }
         } else {
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const uint4 *src = reinterpret_cast<const uint4 *>(qrow_w(Wm, e, r + g + 8 * h)) + k * NSP * 4 + c;
-#pragma unroll
-                for (int m = 0; m < NSP; m++) cp16(slot + m * 1024 + (g + 8 * h) * 64 + c * 16, src + 4 * m);
-            }
-            const int row = lane & 15;
-            const uint16_t *sb = (lane < 16 ? Wm.s : Wm.b) + qrow_sb(Wm, e, r + row) + k * NSP * 2;
-            cp16(slot + CODES + (lane >> 4) * 256 + row * 16, sb);
+            gemv_ring::copy_task<St::K>(slot, Wm.w, Wm.s, Wm.b, (size_t)e * Wm.rows + r, k);
         }
     }
     __device__ void issue_next(const chain_args &a) {
@@ -136,23 +145,22 @@ struct ring {
     }
 };
 
-/* The slot's task as the tile gemv_tq::tile<K, NSP>::dot reads */
+/* The slot's task as the tile gemv_tq::tile<K, NSP>::dot reads: the
+ * engine's read (gemv_ring::tile_from), or BULK's padded rows */
 template <int K, bool BULK>
 __device__ __forceinline__ void tile_from(gemv_tq::tile<K, NSP> &tl, const unsigned char *slot, int g, int c) {
+    if constexpr (!BULK) {
+        gemv_ring::tile_from<K>(tl, slot, g, c);
+    } else {
 #pragma unroll
-    for (int m = 0; m < NSP; m++) {
-        const int a = BULK ? g * ROWB + m * 64 : m * 1024 + g * 64, b = BULK ? 8 * ROWB : 8 * 64;
-        tl.qa[m] = *reinterpret_cast<const uint4 *>(slot + a + c * 16);
-        tl.qb[m] = *reinterpret_cast<const uint4 *>(slot + a + b + c * 16);
-    }
-    const uint32_t *sa = reinterpret_cast<const uint32_t *>(slot + (BULK ? CODES_B : CODES) + g * 16), *sb = sa + 32; /* row g + 8 */
-    const uint32_t *ba = sa + 64, *bb = sa + 96;                                                     /* the biases */
+        for (int m = 0; m < NSP; m++) {
+            tl.qa[m] = *reinterpret_cast<const uint4 *>(slot + g * ROWB + m * 64 + c * 16);
+            tl.qb[m] = *reinterpret_cast<const uint4 *>(slot + (g + 8) * ROWB + m * 64 + c * 16);
+        }
+        const uint32_t *sa = reinterpret_cast<const uint32_t *>(slot + CODES_B + g * 16); /* row g; + 32: row g + 8 */
 #pragma unroll
-    for (int m = 0; m < NSP; m++) tl.sa[m] = sa[m], tl.sb[m] = sb[m];
-#pragma unroll
-    for (int i = 0; i < gemv_tq::tile<K, NSP>::NB; i++) {
-        const int m = c + 4 * i < NSP ? c + 4 * i : 0;
-        tl.ba[i] = ba[m], tl.bb[i] = bb[m];
+        for (int m = 0; m < NSP; m++) tl.sa[m] = sa[m], tl.sb[m] = sa[32 + m];
+        tl.ba[0] = sa[64 + c], tl.bb[0] = sa[96 + c]; /* the biases: word c (NSP = 4, one per lane) */
     }
 }
 
@@ -229,21 +237,8 @@ __global__ void __launch_bounds__(W * 32, 1) ring_chain_kernel(const __grid_cons
     extern __shared__ __align__(16) unsigned char smem[];
     uint4 *bf = reinterpret_cast<uint4 *>(smem + ring_bytes<W, S, BULK>());
     float *xs = reinterpret_cast<float *>(bf + BF_WORDS), *scratch = xs + DIN / 64, *part = scratch + 32;
-    const int warp = threadIdx.x >> 5;
     ring<W, S, BULK> rg;
-    rg.base = smem + (size_t)warp * S * slot_bytes<BULK>();
-    rg.bar = reinterpret_cast<uint64_t *>(smem + (size_t)W * S * slot_bytes<BULK>()) + warp * S;
-    if (BULK) {
-#ifdef __CUDA_ARCH__
-        if ((threadIdx.x & 31) < S) mbar_init(rg.bar + (threadIdx.x & 31), 1);
-#endif
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); /* visible to the TMA */
-        __syncwarp();
-    }
-    rg.oi = own_of<SI, W>(warp), rg.oo = own_of<SO, W>(warp);
-    rg.nst = 2 * a.pairs, rg.ps = 0, rg.pi = 0, rg.issued = 0, rg.used = 0;
-    rg.skip_empty();
-    for (int i = 0; i < S; i++) rg.issue_next(a); /* before anything waits */
+    rg.start(smem, a, 0, 2 * a.pairs); /* before anything waits */
     for (int p = 0; p < a.pairs; p++) {
         stage<SI, true, true>(a, rg, 2 * p, bf, xs, scratch, part);
         stage<SO, false, true>(a, rg, 2 * p + 1, bf, xs, scratch, part);
@@ -263,21 +258,8 @@ __global__ void __launch_bounds__(W * 32, MINB) ring_stage_kernel(const __grid_c
     extern __shared__ __align__(16) unsigned char smem[];
     uint4 *bf = reinterpret_cast<uint4 *>(smem + ring_bytes<W, S, BULK>());
     float *xs = reinterpret_cast<float *>(bf + BF_WORDS), *scratch = xs + DIN / 64, *part = scratch + 32;
-    const int warp = threadIdx.x >> 5;
     ring<W, S, BULK> rg;
-    rg.base = smem + (size_t)warp * S * slot_bytes<BULK>();
-    rg.bar = reinterpret_cast<uint64_t *>(smem + (size_t)W * S * slot_bytes<BULK>()) + warp * S;
-    if (BULK) {
-#ifdef __CUDA_ARCH__
-        if ((threadIdx.x & 31) < S) mbar_init(rg.bar + (threadIdx.x & 31), 1);
-#endif
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        __syncwarp();
-    }
-    rg.oi = own_of<SI, W>(warp), rg.oo = own_of<SO, W>(warp);
-    rg.nst = s + 1, rg.ps = s, rg.pi = 0, rg.issued = 0, rg.used = 0; /* this stage's tasks only */
-    rg.skip_empty();
-    for (int i = 0; i < S; i++) rg.issue_next(a);
+    rg.start(smem, a, s, s + 1); /* this stage's tasks only */
     lc_pdl_wait();
     lc_pdl_launch_dependents();
     if (s & 1) stage<SO, false, false>(a, rg, s, bf, xs, scratch, part);
