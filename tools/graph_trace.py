@@ -7,9 +7,12 @@ stream while its predecessor drains).  This reads the kernel trace of a run
 under `nsys profile --cuda-graph-trace=node` (the CSV of `nsys stats
 --report cuda_gpu_trace --format csv`), cuts it into decode steps at each
 launch of the step's first kernel (the embedding, `--step-start`), and
-prints, per kernel name over the last `--steps` complete steps: launches
-per step, mean duration, the time per step, and the mean gap from the end
-of the kernel before it (negative: the two overlapped).
+prints, per kernel (name and grid) over the last `--steps` complete steps:
+launches per step, mean duration, the time per step, the mean gap from the
+end of the kernel before it (negative: the two overlapped), and how far it
+moves the step's end on ("adds": its end minus the latest end before it;
+these sum to the step).  tools/cupti_trace.c writes the same columns where
+nsys cannot.
 
     python3 tools/graph_trace.py trace_cuda_gpu_trace.csv [--steps 20] [--step-start embed]
 
@@ -19,19 +22,35 @@ import argparse
 import collections
 import csv
 import re
+import subprocess
 import sys
 
 
 def short(name):
-    """The kernel's name without its parameter list and namespaces, cut at 56 characters."""
+    """The kernel's name without its parameter list and namespaces, cut at 56 characters, then its grid."""
+    grid = ""
+    m = re.search(r" (\[[0-9x]+\])$", name)
+    if m:
+        grid, name = " " + m.group(1), name[:m.start()]
     name = re.sub(r"<unnamed>::|\(anonymous namespace\)::", "", name)
     name = re.sub(r"\(.*", "", name)
     name = re.sub(r"^void |[A-Za-z_0-9]*::", "", name)
-    return name if len(name) <= 56 else name[:56] + "..."
+    return (name if len(name) <= 56 else name[:56] + "...") + grid
+
+
+def demangle(names):
+    """names demangled by c++filt where it is installed (CUPTI reports mangled names), else as given."""
+    names = list(names)
+    try:
+        out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True).stdout
+        got = out.split("\n")[:len(names)]
+        return dict(zip(names, got)) if len(got) == len(names) else {n: n for n in names}
+    except (OSError, subprocess.CalledProcessError):
+        return {n: n for n in names}
 
 
 def read_kernels(path):
-    """(start ns, duration ns, name) of every kernel in the trace, in start order."""
+    """(start ns, duration ns, name with grid) of every kernel in the trace, in start order."""
     out = []
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
@@ -39,11 +58,14 @@ def read_kernels(path):
             if not name or name.startswith("[CUDA"):  # memcpy / memset rows
                 continue
             try:
-                out.append((int(float(r["Start (ns)"])), int(float(r["Duration (ns)"])), name))
+                grid = "x".join(r[k] for k in ("GrdX", "GrdY", "GrdZ") if r.get(k) not in (None, "", "1"))
+                out.append((int(float(r["Start (ns)"])), int(float(r["Duration (ns)"])),
+                            name if not grid else "%s [%s]" % (name, grid)))
             except (KeyError, ValueError):
                 continue
     out.sort()
-    return out
+    names = demangle({n.split(" [")[0] for _, _, n in out if n.startswith("_Z")})
+    return [(st, du, names.get(n.split(" [")[0], n.split(" [")[0]) + n[len(n.split(" [")[0]):]) for st, du, n in out]
 
 
 def main():
@@ -67,23 +89,28 @@ def main():
         span += ks[hi][0] - ks[lo][0]
         prev_end = None
         for st, du, name in ks[lo:hi]:
-            e = per.setdefault(short(name), [0, 0, 0, 0])  # launches, duration, gap sum, gaps counted
+            e = per.setdefault(short(name), [0, 0, 0, 0, 0])  # launches, duration, gap sum, gaps counted, adds
             e[0] += 1
             e[1] += du
             if prev_end is not None:
                 e[2] += st - prev_end
                 e[3] += 1
+                e[4] += max(0, st + du - prev_end)
             prev_end = st + du if prev_end is None else max(prev_end, st + du)
     kernels = sum(e[0] for e in per.values()) / n
     print("%d steps of %.0f kernels: %.3f ms per step (start of one step's first kernel to the next's)"
           % (n, kernels, span / n / 1e6))
-    print("%-60s %7s %9s %9s %10s" % ("kernel", "n/step", "us each", "us/step", "gap before"))
-    total = 0.0
-    for name, (c, du, gs, gn) in sorted(per.items(), key=lambda x: -x[1][1]):
+    print("%-66s %6s %8s %8s %10s %9s %9s" % ("kernel [grid]", "n/step", "us each", "us/step", "gap before",
+                                              "adds each", "adds/step"))
+    total = adds = 0.0
+    for name, (c, du, gs, gn, ad) in sorted(per.items(), key=lambda x: -x[1][4]):
         total += du / n / 1e3
+        adds += ad / n / 1e3
         gap = "%10.2f" % (gs / gn / 1e3) if gn else "%10s" % "-"
-        print("%-60s %7.1f %9.2f %9.1f %s" % (name, c / n, du / c / 1e3, du / n / 1e3, gap))
+        print("%-66s %6.1f %8.2f %8.1f %s %9.2f %9.1f" % (name, c / n, du / c / 1e3, du / n / 1e3, gap, ad / c / 1e3,
+                                                      ad / n / 1e3))
     print("sum of kernel durations: %.1f us per step (more than the step where kernels overlap)" % total)
+    print("sum of adds: %.1f us per step (the step less its first kernel and the gap to the next step)" % adds)
     return 0
 
 

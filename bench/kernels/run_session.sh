@@ -139,6 +139,23 @@ for l in a:
             timeout 200 "$NSYS" stats --report cuda_gpu_trace --format csv -o /tmp/lilac-dec /tmp/lilac-dec.nsys-rep > /dev/null 2>&1
             python3 tools/graph_trace.py /tmp/lilac-dec_cuda_gpu_trace.csv --steps 20 2>&1 | tee "$OUT/graph_kernels.txt"
         fi ;;
+    cupti) # per-kernel times inside the decode graph at 4K (tools/cupti_trace.c: no nsys report here), then tools/graph_trace.py;
+        # CUPTI_VARIANTS: env settings to trace one after another ("-" the default; commas join settings),
+        # e.g. "- LILAC_ROUTER=cluster,LILAC_GATE_UP=xw"
+        CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+        CUPTI_LIB=$(dirname "$(ls $CUDA_HOME/extras/CUPTI/lib64/libcupti.so* $CUDA_HOME/lib64/libcupti.so* $CUDA_HOME/lib/libcupti.so* 2>/dev/null | head -1)")
+        CUPTI_INC=$(dirname "$(ls $CUDA_HOME/extras/CUPTI/include/cupti.h $CUDA_HOME/include/cupti.h 2>/dev/null | head -1)")
+        gcc -O2 -shared -fPIC -I"$CUPTI_INC" -I$CUDA_HOME/include tools/cupti_trace.c -o /tmp/libcupti_trace.so -L"$CUPTI_LIB" -lcupti \
+            || cp build/kernels/libcupti_trace.so /tmp/ || { echo "cupti: skipped (no CUPTI to build against)"; continue; }
+        for v in ${CUPTI_VARIANTS:--}; do
+            tag=$(echo "$v" | tr -c 'a-zA-Z0-9\n' _)
+            [ "$v" = - ] && v=
+            echo "--- ${v:-default}"
+            env $(echo "$v" | tr , ' ') LD_LIBRARY_PATH="$CUPTI_LIB:$LD_LIBRARY_PATH" CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so CUPTI_TRACE_OUT=/tmp/cupti_$tag.csv \
+                timeout 200 $B/lilac bench --synthetic --decode ${CUPTI_CTX:-4096} -n 64 --repeats 1 --no-profile > "$OUT/cupti_bench_$tag.log" 2>&1
+            grep -E "^\| [0-9]" "$OUT/cupti_bench_$tag.log"
+            python3 tools/graph_trace.py /tmp/cupti_$tag.csv --steps 20 2>&1 | tee "$OUT/graph_kernels_$tag.txt"
+        done ;;
     pcache) timeout 120 $B/tests/test_gpu_pcache 2>&1 | tee "$OUT/pcache.log" | tail -3 ;;
     decgdn) # decode at 4K with the DeltaNet step's block form against the split forms (LILAC_GDN_STEP), same binary
         for f in block split split8; do echo "LILAC_GDN_STEP=$f"; LILAC_GDN_STEP=$f timeout 100 $B/lilac bench --synthetic --decode 4096 -n 256 --repeats 3 2>&1 | tee "$OUT/bench_dec_gdn_$f.txt" | grep -E "^\| [0-9]|step:|DeltaNet"; done ;;
@@ -146,7 +163,7 @@ for l in a:
         for k in auto stream; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 200 $B/lilac bench --synthetic --decode 4096,32768,131072 -n 256 --repeats 3 2>&1 | tee "$OUT/bench_dec_$k.txt" | grep -E "^\| [0-9]|step:|roofline"; done ;;
     decnext) # decode at 4K, 32K and 128K: the default against the opt-in cluster router and per-warp-x gate/up, same binary
         for v in "" "LILAC_ROUTER=cluster" "LILAC_GATE_UP=xw" "LILAC_ROUTER=cluster LILAC_GATE_UP=xw"; do
-            echo "${v:-default}"; env $v timeout 100 $B/lilac bench --synthetic --decode 4096,32768,131072 -n 256 --repeats 3 2>&1 | grep -E "^\| [0-9]"
+            echo "${v:-default}"; env $v timeout 100 $B/lilac bench --synthetic --decode ${DEC:-4096,32768,131072} -n 256 --repeats ${REPEATS:-3} 2>&1 | grep -E "^\| [0-9]"
         done ;;
     realnext) # the GPU tests and the sanitizers with the opt-in cluster router and per-warp-x gate/up
         LILAC_ROUTER=cluster LILAC_GATE_UP=xw timeout 300 $B/tests/test_gpu_backend 2>&1 | tee "$OUT/gpu_backend_next.log" | grep -E "top-1|KL|checks|FAIL"
