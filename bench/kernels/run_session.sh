@@ -161,15 +161,15 @@ for l in a:
         for f in block split split8; do echo "LILAC_GDN_STEP=$f"; LILAC_GDN_STEP=$f timeout 100 $B/lilac bench --synthetic --decode 4096 -n 256 --repeats 3 2>&1 | tee "$OUT/bench_dec_gdn_$f.txt" | grep -E "^\| [0-9]|step:|DeltaNet"; done ;;
     decab) # decode at 4K, 32K and 128K, the default kernels against LILAC_GEMV=stream, same binary
         for k in auto stream; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 200 $B/lilac bench --synthetic --decode 4096,32768,131072 -n 256 --repeats 3 2>&1 | tee "$OUT/bench_dec_$k.txt" | grep -E "^\| [0-9]|step:|roofline"; done ;;
-    decnext) # decode at 4K, 32K and 128K: the default against the opt-in cluster router and per-warp-x gate/up, same binary
-        for v in "" "LILAC_ROUTER=cluster" "LILAC_GATE_UP=xw" "LILAC_ROUTER=cluster LILAC_GATE_UP=xw"; do
+    decnext) # decode at 4K, 32K and 128K: the default (cluster router) against the block router and the per-warp-x gate/up, same binary
+        for v in "" "LILAC_ROUTER=block" "LILAC_GATE_UP=xw" "LILAC_ROUTER=block LILAC_GATE_UP=xw"; do
             echo "${v:-default}"; env $v timeout 100 $B/lilac bench --synthetic --decode ${DEC:-4096,32768,131072} -n 256 --repeats ${REPEATS:-3} 2>&1 | grep -E "^\| [0-9]"
         done ;;
-    realnext) # the GPU tests and the sanitizers with the opt-in cluster router and per-warp-x gate/up
-        LILAC_ROUTER=cluster LILAC_GATE_UP=xw timeout 300 $B/tests/test_gpu_backend 2>&1 | tee "$OUT/gpu_backend_next.log" | grep -E "top-1|KL|checks|FAIL"
-        LILAC_ROUTER=cluster LILAC_GATE_UP=xw timeout 100 $B/tests/test_gpu_sample 2>&1 | tail -1
+    realnext) # the GPU tests and the sanitizers with the opt-in per-warp-x gate/up
+        LILAC_GATE_UP=xw timeout 300 $B/tests/test_gpu_backend 2>&1 | tee "$OUT/gpu_backend_next.log" | grep -E "top-1|KL|checks|FAIL"
+        LILAC_GATE_UP=xw timeout 100 $B/tests/test_gpu_sample 2>&1 | tail -1
         for tool in memcheck racecheck synccheck; do
-            LILAC_ROUTER=cluster LILAC_GATE_UP=xw timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate > "$OUT/${tool}_next.log" 2>&1
+            LILAC_GATE_UP=xw timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate > "$OUT/${tool}_next.log" 2>&1
             echo "$tool next rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_next.log"
         done ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;

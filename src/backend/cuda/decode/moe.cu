@@ -190,14 +190,16 @@ __global__ void __launch_bounds__(WARPS * 32) router_kernel(lc_qmat R, const flo
     if (lane == 0) *done = 0;
 }
 
-/* The same router as one cluster of RC blocks of RW warps (LILAC_ROUTER=
- * cluster, opt-in until it has run on a GPU): the logits go into block 0's
+/* The same router as one cluster of RC blocks of RW warps (the default on
+ * sm_90; LILAC_ROUTER=block keeps router_kernel): the logits go into block 0's
  * shared memory (distributed shared memory) and one cluster barrier stands
  * where router_kernel has a fence, a global atomic and the last block's
  * reads back through L2; then block 0's warp 0 routes from shared memory.
- * Every block passes the barrier, stopped or not (a block leaving early
- * would strand the others).  Rows r = (rank RW + warp) RPW + lane / LPR +
- * pass RC RW RPW, all passes' weights requested before the wait. */
+ * Every block passes both barriers (the start barrier before the first
+ * store into block 0, the one before block 0 reads), stopped or not (a
+ * block leaving early would strand the others).  Rows r = (rank RW + warp)
+ * RPW + lane / LPR + pass RC RW RPW, all passes' weights requested before
+ * the wait. */
 /* 16 x 9 warps: two passes over 257 rows, and a block (288 threads, <= 96
  * registers) fits beside gemv_ring.cuh's half-SM block of the kernel before,
  * so the router's weights are requested while out_proj runs, as now.  16
@@ -225,16 +227,24 @@ __global__ void __launch_bounds__(RW * 32, 2) router_cluster_kernel(lc_qmat R, c
         if (r0 + p * STEP < R.rows) Q::fetch(R, 0, r0 + p * STEP, sub, c[p]); /* weights: before the predecessor finishes */
     lc_pdl_wait();
     lc_pdl_launch_dependents();
+    /* block 0's shared memory is written only once every block of the
+     * cluster has started (the start barrier; its wait comes after the dots,
+     * so it costs nothing there) */
+    cluster_arrive_relaxed();
     const bool stopped = LC_STOPPED(ctrl);
+    float acc[PASS];
     if (!stopped) {
         load_x_smem<COLS, EPC>(h, norm_w, eps, rank == 0 ? xn : nullptr, xs4, xcs, scratch);
 #pragma unroll
+        for (int p = 0; p < PASS; p++) acc[p] = router_row<BITS, CPL, LPR>(c[p], r0 + p * STEP < R.rows, sub, xs4, xcs);
+    }
+    cluster_wait();
+    if (!stopped)
+#pragma unroll
         for (int p = 0; p < PASS; p++) {
             const int r = r0 + p * STEP;
-            const float acc = router_row<BITS, CPL, LPR>(c[p], r < R.rows, sub, xs4, xcs);
-            if (r < R.rows && sub == 0) logits[r] = acc, st_cluster(lg + r, 0, acc);
+            if (r < R.rows && sub == 0) logits[r] = acc[p], st_cluster(lg + r, 0, acc[p]);
         }
-    }
     cluster_arrive(); /* release: the peer stores above before block 0's reads */
     cluster_wait();
     if (stopped || rank != 0 || warp) return;
@@ -411,16 +421,21 @@ cudaError_t launch_down(const lc_qmat *down, const lc_qmat *sdown, const int32_t
     }
 }
 
-/* LILAC_ROUTER=cluster (read once): router_cluster_kernel where it can run:
- * a kernel built for sm_90+ (not JIT from older PTX), the rows within its two
- * passes, and a cluster of RC blocks fitting (probed once per device: also
- * asked inside graph capture). */
+/* router_cluster_kernel where it can run (LILAC_ROUTER=block, read once,
+ * keeps router_kernel): a kernel built for sm_90+ (not JIT from older PTX),
+ * the rows within its two passes, and a cluster of RC blocks fitting
+ * (probed once per device: also asked inside graph capture).  H200, lilac
+ * bench --decode 4096,32768,131072 -n 256 (2026-12-03): router_kernel
+ * 661.8 / 598.9 / 461.3 tokens/s, this kernel 674.5 / 614.9 / 470.8 (one
+ * binary at bdf1bae); with the start barrier (this tree, median of 3)
+ * 670.5 / 613.5 / 469.7.  Traced in the graph (tools/cupti_trace.c) it
+ * moves the step's end on by 5.86 us a layer against router_kernel's 6.65. */
 template <int BITS, int CPL, int LPR>
 static bool router_cluster_ok(const lc_qmat *R) {
     static int want = -1;
     if (want < 0) {
         const char *s = getenv("LILAC_ROUTER");
-        want = s && strcmp(s, "cluster") == 0;
+        want = !(s && strcmp(s, "block") == 0);
     }
     if (!want || R->rows > 2 * RC * RW * (32 / LPR) || R->rows > 1025) return false;
     static signed char ok[64]; /* 0 unknown, 1 yes, -1 no; per device */
@@ -487,9 +502,11 @@ static bool moe_stream_ok(const lc_qmat *const *ms, int n, int cols, int max_row
  * loads) -> 3.94 us (tq_down RB=1, 6dc239e; decode at 4K 529.3 -> 567.1
  * tokens/s with it, lilac bench, same binary).  Other shapes keep the kernels
  * above. */
-/* LILAC_GATE_UP=xw (read once): tq_gate_up with each warp making its own
- * slice's digits (gemv_ring.cuh's prologue, which took decode at 4K from
- * 642.0 to 661.1 tokens/s there); opt-in until it has run on a GPU. */
+/* LILAC_GATE_UP=xw (read once, opt-in): tq_gate_up with each warp making
+ * its own slice's digits (gemv_ring.cuh's prologue, which took decode at 4K
+ * from 642.0 to 661.1 tokens/s there).  H200, lilac bench --decode 4096
+ * (bdf1bae, one binary): 667.1 tokens/s against 661.8 with router_kernel,
+ * but 670.2 against 674.5 with the cluster router, so not the default. */
 static bool gate_up_xw(void) {
     static int v = -1;
     if (v < 0) {
