@@ -128,6 +128,13 @@ for l in a:
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_step_test --quick > "$OUT/${tool}_gdn_step.log" 2>&1
             echo "$tool gdn_step --quick rc=$?"; grep -E "SUMMARY|all ok|FAIL" "$OUT/${tool}_gdn_step.log" | head -3
         done ;;
+    moecl) # the MoE cluster workshop (gate/up and down of a slot joined in a cluster) against tq_gate_up + tq_down, then the sanitizers
+        [ -x build/kernels/moe_cluster_test ] || sh bench/kernels/build_moe_cluster.sh > "$OUT/build_moe_cluster.log" 2>&1
+        timeout 120 build/kernels/moe_cluster_test 2>&1 | tee "$OUT/moe_cluster.log"
+        for tool in memcheck racecheck synccheck; do
+            timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/moe_cluster_test --quick > "$OUT/${tool}_moecl.log" 2>&1
+            echo "$tool moe_cluster --quick rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_moecl.log"
+        done ;;
     persist) # the persistent decode chain workshop
         [ -x build/kernels/persist_chain_test ] || sh bench/kernels/build_persist.sh > "$OUT/build_persist.log" 2>&1
         timeout 120 build/kernels/persist_chain_test 2>&1 | tee "$OUT/persist.log" | tail -14 ;;

@@ -1,0 +1,342 @@
+/* moe_cluster_test.cu — workshop for issue 14's next MoE design: the gate/up
+ * and the down of one expert slot in one cluster, joined through
+ * distributed shared memory instead of a kernel boundary and a trip of the
+ * activations through L2.
+ *
+ * Why (docs/PERFORMANCE.md, "where the step goes inside the graph"): the MoE
+ * adds 18 us a layer to the decode step for 3.8 us of bytes; tq_gate_up adds
+ * 6.5 and tq_down 5.6, each mostly the chain after its predecessor's end.
+ * An expert's activation is 512 floats, so one cluster can own a slot:
+ *
+ *   moe_cluster_kernel  grid 9 slots x CS blocks, clusters of CS (one slot
+ *       each; slot 8 the shared expert).  Block `rank` computes act rows
+ *       [32 rank, 32 rank + 32) (2 row blocks of gate and of up: warp w takes
+ *       matrix w / 4, K slice w % 4, both row blocks), sends its 32 values
+ *       to every block of the cluster (st.shared::cluster), one cluster
+ *       barrier, then computes down rows [128 rank, 128 rank + 128) (warp w
+ *       row block w, all 512 inputs) and stores w_j (down_j . act_j) into
+ *       P[j] (the slot's share of the combine).  Tiles and numerics are
+ *       gemv_tq.cuh's (u8 codes x s8 digits of x on mma.m16n8k32, exact int32
+ *       sums), fed by gemv_ring.cuh's 2-slot cp.async ring per warp: both
+ *       gate/up tasks are requested as soon as the slot's expert id is read,
+ *       the down task as soon as the first slot frees (before the exchange).
+ *       ~97 KB of shared memory, <= 128 registers: two blocks an SM, so the
+ *       144 blocks fit 132 SMs in one wave.
+ *   combine_kernel  h[d] += sum_j P[j][d] in slot order (deterministic).
+ *       In the engine this would move into the next kernel's prologue,
+ *       which reads h anyway (one trip through L2 for ten vectors instead of
+ *       one), so the workshop times the pair with and without it.
+ *
+ * Checked against an fp64 CPU reference (act from x, then h + sum_j w_j
+ * down_j . act_j), and timed as gemv_test times: CUDA graphs of 40 repeats
+ * with PDL, 768 experts stacked and 64 id sets so that L2 never holds the
+ * routed weights, the shared expert rotated over 64 copies; µs per repeat
+ * against the engine's tq_gate_up + tq_down.  Written 2026-12-03 after the
+ * session's device time was spent: compiled (ptxas: registers and spills
+ * by build_moe_cluster.sh), not yet run.
+ *   sh bench/kernels/build_moe_cluster.sh && build/kernels/moe_cluster_test [--quick] */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "backend/cuda/cluster.cuh"
+#include "backend/cuda/decode/gemv_ring.cuh"
+#include "workshop.h"
+
+static int g_quick = 0, g_failures = 0;
+static double g_copy_gbs = 0;
+
+namespace moe_cluster {
+
+using gemv_ring::NSP;
+using gemv_ring::S;
+using gemv_ring::TASK;
+using gemv_ring::WARPS;
+using gemv_stream::cp_commit;
+using gemv_stream::cp_wait;
+using gemv_tq::SLOTS;
+
+constexpr int CS = 16, I = 512, D = 2048, J = 9;     /* blocks per slot, expert inner, hidden, slots */
+constexpr int AR = I / CS, DR = D / CS;                /* act rows and down rows per block */
+static_assert(AR == 32 && DR == WARPS * 16 && WARPS == 8, "block = 2 act row blocks x {gate, up} x 4 K slices; 8 down row blocks");
+constexpr int BFW = (NSP + 1) * 2 * SLOTS;             /* one warp's digits of a 512-input slice and the zero span */
+constexpr size_t SMEM = (size_t)WARPS * S * TASK + (size_t)WARPS * BFW * 16 +
+                        (WARPS * 8 + 2 * 2 * 4 * 16 + I) * sizeof(float); /* rings, digits, group sums, gate/up sums, act */
+
+/* slot j: expert ids[j] of gate/up/down (j < 8) or the shared expert (j = 8) */
+__global__ void __launch_bounds__(WARPS * 32, 2)
+    moe_cluster_kernel(lc_qmat gate, lc_qmat up, lc_qmat sg, lc_qmat su, lc_qmat down, lc_qmat sdown,
+                       const int32_t *__restrict__ ids, const float *__restrict__ wts, const float *__restrict__ sgate,
+                       const float *__restrict__ x, float *__restrict__ P, const lc_ctrl *ctrl) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(16) unsigned char smem[];
+    uint4 *bf = reinterpret_cast<uint4 *>(smem + WARPS * S * TASK);
+    float *xs = reinterpret_cast<float *>(bf + WARPS * BFW), *gu = xs + WARPS * 8, *act = gu + 2 * 2 * 4 * 16;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    const int j = blockIdx.x / CS, mat = warp / 4, k = warp % 4;
+    const uint32_t rank = cluster_rank();
+    const bool shared_slot = j == J - 1;
+    if (!shared_slot) lc_pdl_wait(); /* the routed slots need the router's ids */
+    asm volatile("" ::: "memory");   /* ids[] after the conditional wait (see moe.cu) */
+    int e = shared_slot ? 0 : __ldcg(ids + j);
+    e = (unsigned)e < (unsigned)gate.n_mat ? e : 0;
+    /* the warp's matrix by field, not by reference (see gemv_tq.cuh) */
+    const uint32_t *mw = shared_slot ? (mat ? su.w : sg.w) : (mat ? up.w : gate.w);
+    const uint16_t *ms = shared_slot ? (mat ? su.s : sg.s) : (mat ? up.s : gate.s);
+    const uint16_t *mb = shared_slot ? (mat ? su.b : sg.b) : (mat ? up.b : gate.b);
+    const size_t arow = (size_t)e * I + rank * AR, drow = (size_t)e * D + rank * DR + warp * 16;
+    unsigned char *slot0 = smem + (size_t)warp * S * TASK, *slot1 = slot0 + TASK;
+    gemv_ring::copy_task<D>(slot0, mw, ms, mb, arow, k);
+    cp_commit();
+    gemv_ring::copy_task<D>(slot1, mw, ms, mb, arow + 16, k);
+    cp_commit();
+    if (shared_slot) lc_pdl_wait(); /* the shared expert's codes were requested while the router drained */
+    lc_pdl_launch_dependents();
+    if (LC_STOPPED(ctrl)) { /* every block of every cluster (ctrl is the same for all): no barrier is left waiting */
+        cp_wait<0>();
+        return;
+    }
+    cluster_arrive_relaxed(); /* the start barrier: peers' act is written only once every block has started */
+
+    /* gate/up: the warp's K slice of x as digits, then its two tasks */
+    uint4 *bw = bf + warp * BFW;
+    float *xw = xs + warp * 8;
+    float dn = gemv_tq::prep_x_warp<4 * 128>(x + k * 512, bw, xw);
+    __syncwarp();
+    uint4 xb[NSP][2];
+    gemv_tq::tile<512, NSP>::x_frags(bw, 0, g, c, xb);
+    float ya, yb;
+    {
+        gemv_tq::tile<D, NSP> tl;
+        cp_wait<1>();
+        __syncwarp(); /* the scale and bias rows came through other lanes' copies */
+        gemv_ring::tile_from<D>(tl, slot0, g, c);
+        __syncwarp(); /* every lane has read slot 0 before the down task refills it */
+        const uint32_t *dw = shared_slot ? sdown.w : down.w;
+        const uint16_t *ds = shared_slot ? sdown.s : down.s, *db = shared_slot ? sdown.b : down.b;
+        gemv_ring::copy_task<I>(slot0, dw, ds, db, drow, 0);
+        cp_commit();
+        tl.dot_x(xb, xw, dn, 0, g, c, ya, yb);
+        if (c == 0) gu[((mat * 2 + 0) * 4 + k) * 16 + g] = ya, gu[((mat * 2 + 0) * 4 + k) * 16 + g + 8] = yb;
+        cp_wait<1>();
+        __syncwarp();
+        gemv_ring::tile_from<D>(tl, slot1, g, c);
+        tl.dot_x(xb, xw, dn, 0, g, c, ya, yb);
+        if (c == 0) gu[((mat * 2 + 1) * 4 + k) * 16 + g] = ya, gu[((mat * 2 + 1) * 4 + k) * 16 + g + 8] = yb;
+    }
+    __syncthreads();
+    float a = 0.0f;
+    if (threadIdx.x < AR) { /* act row rank AR + threadIdx.x: K slices summed in order */
+        const int rb = threadIdx.x / 16, r = threadIdx.x % 16;
+        float gs = 0.0f, us = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) gs += gu[((0 * 2 + rb) * 4 + kk) * 16 + r], us += gu[((1 * 2 + rb) * 4 + kk) * 16 + r];
+        a = silu_f(gs) * us;
+    }
+    cluster_wait(); /* the start barrier */
+    if (threadIdx.x < AR)
+        for (int q = 0; q < CS; q++) st_cluster(act + rank * AR + threadIdx.x, (uint32_t)q, a);
+    cluster_arrive(); /* release: every block's act before any block reads it */
+    cluster_wait();
+
+    /* down: all 512 activations as digits (each warp its own copy), the task in slot 0 */
+    dn = gemv_tq::prep_x_warp<I>(act, bw, xw);
+    __syncwarp();
+    gemv_tq::tile<I, NSP>::x_frags(bw, 0, g, c, xb);
+    gemv_tq::tile<I, NSP> td;
+    cp_wait<0>();
+    __syncwarp();
+    gemv_ring::tile_from<I>(td, slot0, g, c);
+    td.dot_x(xb, xw, dn, 0, g, c, ya, yb);
+    const float wj = shared_slot ? sgate[0] : wts[j];
+    if (c == 0) {
+        float *p = P + (size_t)j * D + rank * DR + warp * 16;
+        p[g] = wj * ya, p[g + 8] = wj * yb;
+    }
+#else
+    __trap();
+#endif
+}
+
+/* h[d] += sum_j P[j][d], slots in order */
+__global__ void combine_kernel(const float *__restrict__ P, float *__restrict__ h, const lc_ctrl *ctrl) {
+    lc_pdl_wait();
+    lc_pdl_launch_dependents();
+    if (LC_STOPPED(ctrl)) return;
+    const int d = blockIdx.x * blockDim.x + threadIdx.x;
+    if (d >= D) return;
+    float v[J];
+#pragma unroll
+    for (int jj = 0; jj < J; jj++) v[jj] = P[(size_t)jj * D + d];
+    float t = 0.0f;
+#pragma unroll
+    for (int jj = 0; jj < J; jj++) t += v[jj];
+    h[d] += t;
+}
+
+static cudaError_t launch(const lc_qmat &gate, const lc_qmat &up, const lc_qmat &sg, const lc_qmat &su, const lc_qmat &down,
+                          const lc_qmat &sdown, const int32_t *ids, const float *w, const float *sgate, const float *x,
+                          float *P, cudaStream_t st) {
+    static bool set = false;
+    if (!set) {
+        cudaError_t err = cudaFuncSetAttribute(moe_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
+        if (!err) err = cudaFuncSetAttribute(moe_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        if (err) return err;
+        set = true;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(J * CS), cfg.blockDim = dim3(WARPS * 32), cfg.dynamicSmemBytes = SMEM, cfg.stream = st;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    at[1].id = cudaLaunchAttributeClusterDimension;
+    at[1].val.clusterDim.x = CS, at[1].val.clusterDim.y = 1, at[1].val.clusterDim.z = 1;
+    cfg.attrs = at, cfg.numAttrs = 2;
+    const lc_ctrl *ctrl = nullptr;
+    return cudaLaunchKernelEx(&cfg, moe_cluster_kernel, gate, up, sg, su, down, sdown, ids, w, sgate, x, P, ctrl);
+}
+
+/* Whether a cluster of CS blocks with SMEM bytes fits (non-portable size 16) */
+static int max_clusters() {
+    if (cudaFuncSetAttribute(moe_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) ||
+        cudaFuncSetAttribute(moe_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1))
+        return 0;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(J * CS), cfg.blockDim = dim3(WARPS * 32), cfg.dynamicSmemBytes = SMEM;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = CS, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, moe_cluster_kernel, &cfg)) n = 0;
+    (void)cudaGetLastError();
+    return n;
+}
+
+} // namespace moe_cluster
+
+/* ---- host ------------------------------------------------------------------- */
+constexpr int E_TEST = 768, KX = 8, D_ = moe_cluster::D, I_ = moe_cluster::I;
+
+struct moe {
+    lc_qmat gate, up, down;
+    std::vector<lc_qmat> sgu, sdown; /* copies; sg / su are views of sgu */
+    int32_t *ids;                     /* [nsets][8] */
+    int nsets;
+    float *x, *act, *w, *sg, *h, *P;
+    int var; /* 0 engine tq_gate_up + tq_down, 1 cluster + combine, 2 cluster alone */
+};
+static void views(const lc_qmat &sgu, lc_qmat &sg, lc_qmat &su) {
+    sg = sgu, sg.rows = I_;
+    su = sg;
+    su.w += (size_t)I_ * D_ / 8, su.s += (size_t)I_ * D_ / 64, su.b += (size_t)I_ * D_ / 64;
+}
+static void rep_fn(int rep, cudaStream_t st, void *p) {
+    moe *m = (moe *)p;
+    lc_qmat sg, su;
+    views(m->sgu[rep % m->sgu.size()], sg, su);
+    const lc_qmat &sd = m->sdown[rep % m->sdown.size()];
+    const int32_t *ids = m->ids + (rep % m->nsets) * KX;
+    if (m->var == 0) {
+        CK(gemv_tq::launch_gate_up<4>(m->gate, m->up, sg, su, ids, KX, m->x, m->act, nullptr, st));
+        CK(gemv_tq::launch_down<1>(m->down, sd, ids, m->w, m->sg, m->act, m->h, nullptr, st));
+        return;
+    }
+    CK(moe_cluster::launch(m->gate, m->up, sg, su, m->down, sd, ids, m->w, m->sg, m->x, m->P, st));
+    if (m->var == 1) CK(gemv_stream::launch_k(moe_cluster::combine_kernel, dim3(D_ / 256), dim3(256), 0, st, true, m->P, m->h,
+                                              (const lc_ctrl *)nullptr));
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) g_quick |= strcmp(argv[i], "--quick") == 0;
+    cudaDeviceProp pr;
+    CK(cudaGetDeviceProperties(&pr, 0));
+    printf("%s, %d SMs; moe_cluster_kernel: %zu B shared memory a block, clusters of %d: %d can be resident\n", pr.name,
+           pr.multiProcessorCount, moe_cluster::SMEM, moe_cluster::CS, moe_cluster::max_clusters());
+    g_copy_gbs = copy_gbs((size_t)1 << 30, 5);
+    printf("D2D copy %.0f GB/s\n", g_copy_gbs);
+    if (moe_cluster::max_clusters() < moe_cluster::J)
+        printf("note: fewer than %d clusters resident at once: the kernel runs in more than one wave\n", moe_cluster::J);
+
+    moe m = {};
+    const int ne = g_quick ? 16 : E_TEST;
+    m.gate = make_qmat(I_, D_, ne, 77), m.up = make_qmat(I_, D_, ne, 88), m.down = make_qmat(D_, I_, ne, 99);
+    const int copies = g_quick ? 2 : 64;
+    for (int i = 0; i < copies; i++) m.sgu.push_back(make_qmat(2 * I_, D_, 1, 300 + 3 * i)), m.sdown.push_back(make_qmat(D_, I_, 1, 301 + 3 * i));
+    m.nsets = g_quick ? 2 : 64;
+    std::vector<int32_t> hid(m.nsets * KX);
+    uint64_t z = 12345;
+    for (int s = 0; s < m.nsets; s++)
+        for (int k = 0; k < KX; k++) {
+            int e;
+            bool dup;
+            do {
+                z ^= z << 13, z ^= z >> 7, z ^= z << 17;
+                e = (int)(z % ne), dup = false;
+                for (int i = 0; i < k; i++) dup |= hid[s * KX + i] == e;
+            } while (dup);
+            hid[s * KX + k] = e;
+        }
+    CK(cudaMalloc(&m.ids, hid.size() * 4));
+    CK(cudaMemcpy(m.ids, hid.data(), hid.size() * 4, cudaMemcpyHostToDevice));
+    std::vector<float> hx = rnd(D_, 21, -1.f, 1.f), hw = rnd(KX, 22, 0.05f, 0.2f), hh = rnd(D_, 24, -1.f, 1.f);
+    const float hsg = 0.6f;
+    m.x = up_f32(hx), m.w = up_f32(hw), m.sg = up_f32(std::vector<float>(1, hsg)), m.h = up_f32(hh);
+    CK(cudaMalloc(&m.act, (size_t)(KX + 1) * I_ * 4));
+    CK(cudaMalloc(&m.P, (size_t)moe_cluster::J * D_ * 4));
+
+    /* reference for set 0, copy 0: act (fp64), then h + sum_j w_j down_j . act_j */
+    std::vector<double> xd(hx.begin(), hx.end()), href(hh.begin(), hh.end());
+    for (int j = 0; j <= KX; j++) {
+        hmat gm, um, dm;
+        if (j < KX) to_host(m.gate, hid[j], gm), to_host(m.up, hid[j], um), to_host(m.down, hid[j], dm);
+        else {
+            lc_qmat sg, su;
+            views(m.sgu[0], sg, su);
+            to_host(sg, 0, gm), to_host(su, 0, um), to_host(m.sdown[0], 0, dm);
+        }
+        std::vector<double> a(I_);
+        for (int r = 0; r < I_; r++) {
+            const double gv = ref_dot(gm, D_, r, xd.data()), uv = ref_dot(um, D_, r, xd.data());
+            a[r] = gv / (1.0 + exp(-gv)) * uv;
+        }
+        const double wj = j < KX ? hw[j] : hsg;
+        for (int d = 0; d < D_; d++) href[d] += wj * ref_dot(dm, I_, d, a.data());
+    }
+    const double bytes = (KX + 1) * 3.0 * I_ * D_ * 0.5625;
+    printf("\nMoE experts (8 routed + shared: gate/up, SwiGLU, down, combine, residual) — %.2f MB a repeat\n", bytes / 1e6);
+    printf("  %-44s %9s %9s %8s  %10s\n", "variant", "us", "GB/s", "% copy", "max |err|");
+    const char *names[] = {"engine: tq_gate_up + tq_down", "cluster of 16 per slot + combine", "cluster of 16 per slot alone"};
+    const int n = g_quick ? 2 : 40;
+    for (int v = 0; v < 3; v++) {
+        m.var = v;
+        CK(cudaMemcpy(m.h, hh.data(), D_ * 4, cudaMemcpyHostToDevice));
+        rep_fn(0, 0, &m);
+        CK(cudaDeviceSynchronize());
+        std::vector<float> got = dl(m.h, D_);
+        if (v == 2) { /* the combine on the host: the kernel's shares are what is checked */
+            const std::vector<float> P = dl(m.P, (size_t)moe_cluster::J * D_);
+            for (int d = 0; d < D_; d++) {
+                float t = 0.0f;
+                for (int j = 0; j < moe_cluster::J; j++) t += P[(size_t)j * D_ + d];
+                got[d] = hh[d] + t;
+            }
+        }
+        double maxd = 0, maxref = 0;
+        for (int d = 0; d < D_; d++) maxd = fmax(maxd, fabs(href[d] - got[d])), maxref = fmax(maxref, fabs(href[d]));
+        const bool ok = maxd <= 2e-5 * maxref + 1e-6;
+        g_failures += !ok;
+        const double us = time_graph(rep_fn, &m, n, g_quick ? 1 : 20); /* h accumulates during timing: only time is read */
+        const double gbs = bytes / (us * 1e-6) / 1e9;
+        printf("  %-44s %9.2f %9.0f %7.1f%%  %10.3g  %s\n", names[v], us, gbs, 100.0 * gbs / g_copy_gbs, maxd,
+               ok ? "PASS" : "FAIL");
+    }
+    free_qmat(m.gate), free_qmat(m.up), free_qmat(m.down);
+    for (int i = 0; i < copies; i++) free_qmat(m.sgu[i]), free_qmat(m.sdown[i]);
+    cudaFree(m.ids), cudaFree(m.x), cudaFree(m.w), cudaFree(m.sg), cudaFree(m.h), cudaFree(m.act), cudaFree(m.P);
+    printf("%s: %d failure(s)\n", g_failures ? "FAILED" : "all ok", g_failures);
+    return g_failures ? 1 : 0;
+}
