@@ -1,18 +1,20 @@
 #!/bin/sh
-# build_moe_cluster.sh — the MoE cluster workshop (moe_cluster_test.cu: gate/up and
-# down of an expert slot joined in a cluster, against tq_gate_up + tq_down):
+# build_moe_cluster.sh — the MoE cluster workshop (moe_cluster_test.cu: the engine's
+# router against a reference, then the gate/up and down of an expert slot joined in
+# a cluster against tq_gate_up + tq_down; decode/moe.cu and gemv.cu for the router):
 # build/kernels/moe_cluster_test.  Run from the repository root.  Prints
 # registers and spills of the kernels it times (full ptxas log:
 # build/kernels/moe_cluster_test.ptxas).
 set -e
 mkdir -p build/kernels
 nvcc -O3 -std=c++17 -Iinclude -Isrc -gencode arch=compute_90a,code=sm_90a -lineinfo -Xptxas -v ${NVFLAGS:-} \
-    -Xcompiler -Wall,-Wextra bench/kernels/moe_cluster_test.cu src/backend/cuda/fill.cu \
+    -Xcompiler -Wall,-Wextra bench/kernels/moe_cluster_test.cu src/backend/cuda/decode/moe.cu src/backend/cuda/decode/gemv.cu \
+    src/backend/cuda/fill.cu \
     -o build/kernels/moe_cluster_test 2> build/kernels/moe_cluster_test.ptxas || { cat build/kernels/moe_cluster_test.ptxas; exit 1; }
 grep -E "warning" build/kernels/moe_cluster_test.ptxas || true
 awk '/Compiling entry function/ { n = $0; sub(/.*function ./, "", n); sub(/. for .sm_.*/, "", n) }
      /spill stores/ { sp = $0; sub(/.*frame, /, "", sp) }
      /Used [0-9]+ registers/ { r = $0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r); printf "  %4s regs  %-46s %s\n", r, sp, n }' \
     build/kernels/moe_cluster_test.ptxas | c++filt | sed 's/(anonymous namespace):://g; s/(lc_qmat.*//; s/(const float.*//' |
-    grep -E 'moe_cluster|combine|tq_gate_up|tq_down' | awk '!seen[$0]++' || true
+    grep -E 'moe_cluster|combine|tq_gate_up<4, false>|tq_down<1>|router_cluster_kernel<8, 4, 32>|router_kernel<8, 4, 32>' | awk '!seen[$0]++' || true
 echo "built build/kernels/moe_cluster_test (run: build/kernels/moe_cluster_test [--quick])"

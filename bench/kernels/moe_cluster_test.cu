@@ -27,6 +27,12 @@
  *       which reads h anyway (one trip through L2 for ten vectors instead of
  *       one), so the workshop times the pair with and without it.
  *
+ * First, the engine's router (decode/moe.cu's lc_moe_router: the cluster
+ * router by default, LILAC_ROUTER=block the other) against an fp64
+ * reference of the routing (norm, 8-bit router and shared gate, softmax,
+ * top-8 with ties to the lowest id, renormalised weights, sigmoid gate), so
+ * that `--quick` under the sanitizers covers it too.
+ *
  * Checked against an fp64 CPU reference (act from x, then h + sum_j w_j
  * down_j . act_j), and timed as gemv_test times: CUDA graphs of 40 repeats
  * with PDL, 768 experts stacked and 64 id sets so that L2 never holds the
@@ -40,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <algorithm>
 #include <vector>
 
 #include "backend/cuda/cluster.cuh"
@@ -221,6 +228,103 @@ static int max_clusters() {
 /* ---- host ------------------------------------------------------------------- */
 constexpr int E_TEST = 768, KX = 8, D_ = moe_cluster::D, I_ = moe_cluster::I;
 
+/* The engine's router on random 8-bit weights of the real shape (256
+ * experts + the shared gate over 2048 inputs), `trials` inputs: ids equal to
+ * the fp64 reference's, in order, weights and gate within 1e-5.  Where two
+ * of the first nine logits lie within 1e-4 of each other the fp32 sums may
+ * order them either way: such an input is reported and not counted. */
+static void check_router(int trials) {
+    constexpr int E = 256, R = E + 1, K = KX;
+    lc_qmat m = {};
+    m.rows = R, m.cols = D_, m.bits = 8, m.n_mat = 1;
+    const size_t wn = (size_t)R * D_ / 4, gn = (size_t)R * D_ / 64;
+    uint32_t *w;
+    uint16_t *sc, *bi;
+    CK(cudaMalloc(&w, wn * 4));
+    CK(cudaMalloc(&sc, gn * 2));
+    CK(cudaMalloc(&bi, gn * 2));
+    const float s0 = 0.05f / 73.6f;
+    CK(lc_fill_u32(w, wn, 4242, 0));
+    CK(lc_fill_bf16(sc, gn, 4243, 0.9f * s0, 1.1f * s0, 0));
+    CK(lc_fill_bf16(bi, gn, 4244, -127.5f * 1.1f * s0, -127.5f * 0.9f * s0, 0));
+    m.w = w, m.s = sc, m.b = bi;
+    std::vector<uint32_t> hw(wn);
+    std::vector<uint16_t> hs(gn), hb(gn);
+    CK(cudaMemcpy(hw.data(), w, wn * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hs.data(), sc, gn * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hb.data(), bi, gn * 2, cudaMemcpyDeviceToHost));
+    float *xn, *logits, *wts, *sgate, *dh, *dnw;
+    int32_t *ids;
+    unsigned *done;
+    CK(cudaMalloc(&xn, D_ * 4));
+    CK(cudaMalloc(&logits, R * 4));
+    CK(cudaMalloc(&wts, K * 4));
+    CK(cudaMalloc(&sgate, 4));
+    CK(cudaMalloc(&ids, K * 4));
+    CK(cudaMalloc(&done, 4));
+    CK(cudaMemset(done, 0, 4));
+    const std::vector<float> nw = rnd(D_, 77, 0.5f, 1.5f);
+    dnw = up_f32(nw);
+    int bad = 0, skipped = 0;
+    double worst = 0;
+    for (int t = 0; t < trials; t++) {
+        const std::vector<float> h = rnd(D_, 1000 + t, -2.f, 2.f);
+        dh = up_f32(h);
+        CK(lc_moe_router(&m, dh, dnw, 1e-6f, xn, logits, K, ids, wts, sgate, done, nullptr, 0));
+        CK(cudaDeviceSynchronize());
+        int32_t gi[K];
+        float gw[K], gs;
+        CK(cudaMemcpy(gi, ids, sizeof gi, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(gw, wts, sizeof gw, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(&gs, sgate, 4, cudaMemcpyDeviceToHost));
+        cudaFree(dh);
+        /* reference */
+        double ss = 0;
+        for (int d = 0; d < D_; d++) ss += (double)h[d] * h[d];
+        const double rr = 1.0 / sqrt(ss / D_ + 1e-6);
+        std::vector<double> lg(R);
+        for (int e = 0; e < R; e++) {
+            double acc = 0;
+            for (int d = 0; d < D_; d++) {
+                const double q = (hw[((size_t)e * D_ + d) / 4] >> (8 * (d % 4))) & 255u;
+                const size_t gi_ = (size_t)e * (D_ / 64) + d / 64;
+                acc += (bfh(hs[gi_]) * q + bfh(hb[gi_])) * (h[d] * rr * nw[d]);
+            }
+            lg[e] = acc;
+        }
+        double mx = -1e300;
+        for (int e = 0; e < E; e++) mx = fmax(mx, lg[e]);
+        std::vector<double> p(E);
+        double sum = 0;
+        for (int e = 0; e < E; e++) sum += (p[e] = exp(lg[e] - mx));
+        std::vector<int> order(E);
+        for (int e = 0; e < E; e++) order[e] = e;
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+        bool tie = false; /* fp32 sums may order logits closer than this either way */
+        for (int k = 0; k < K; k++) tie |= lg[order[k]] - lg[order[k + 1]] < 1e-4;
+        if (tie) {
+            skipped++;
+            continue;
+        }
+        double wsum = 0;
+        for (int k = 0; k < K; k++) wsum += p[order[k]] / sum;
+        bool ok = true;
+        for (int k = 0; k < K; k++) {
+            ok &= gi[k] == order[k];
+            worst = fmax(worst, fabs(gw[k] - p[order[k]] / sum / wsum));
+        }
+        worst = fmax(worst, fabs(gs - 1.0 / (1.0 + exp(-lg[E]))));
+        bad += !ok;
+    }
+    const bool pass = bad == 0 && worst < 1e-5;
+    g_failures += !pass;
+    printf("router (lc_moe_router, %s): %d inputs, ids %s (%d differ, %d near-ties skipped), max |dw| %.3g  %s\n",
+           getenv("LILAC_ROUTER") ? getenv("LILAC_ROUTER") : "default", trials, bad ? "DIFFER" : "equal", bad, skipped,
+           worst, pass ? "PASS" : "FAIL");
+    cudaFree(w), cudaFree(sc), cudaFree(bi), cudaFree(xn), cudaFree(logits), cudaFree(wts), cudaFree(sgate), cudaFree(ids),
+        cudaFree(done), cudaFree(dnw);
+}
+
 struct moe {
     lc_qmat gate, up, down;
     std::vector<lc_qmat> sgu, sdown; /* copies; sg / su are views of sgu */
@@ -260,6 +364,8 @@ int main(int argc, char **argv) {
     printf("D2D copy %.0f GB/s\n", g_copy_gbs);
     if (moe_cluster::max_clusters() < moe_cluster::J)
         printf("note: fewer than %d clusters resident at once: the kernel runs in more than one wave\n", moe_cluster::J);
+
+    check_router(g_quick ? 2 : 16);
 
     moe m = {};
     const int ne = g_quick ? 16 : E_TEST;
