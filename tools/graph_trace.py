@@ -26,16 +26,12 @@ import subprocess
 import sys
 
 
-def short(name):
+def short(name, grid=""):
     """The kernel's name without its parameter list and namespaces, cut at 56 characters, then its grid."""
-    grid = ""
-    m = re.search(r" (\[[0-9x]+\])$", name)
-    if m:
-        grid, name = " " + m.group(1), name[:m.start()]
     name = re.sub(r"<unnamed>::|\(anonymous namespace\)::", "", name)
     name = re.sub(r"\(.*", "", name)
     name = re.sub(r"^void |[A-Za-z_0-9]*::", "", name)
-    return (name if len(name) <= 56 else name[:56] + "...") + grid
+    return (name if len(name) <= 56 else name[:56] + "...") + (" [%s]" % grid if grid else "")
 
 
 def demangle(names):
@@ -50,7 +46,8 @@ def demangle(names):
 
 
 def read_kernels(path):
-    """(start ns, duration ns, name with grid) of every kernel in the trace, in start order."""
+    """(start ns, duration ns, name, grid) of every kernel in the trace, in start order; grid is "" or
+    the grid's dimensions above 1 joined by "x" (a kernel on two grids is two kernels here)."""
     out = []
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
@@ -59,13 +56,12 @@ def read_kernels(path):
                 continue
             try:
                 grid = "x".join(r[k] for k in ("GrdX", "GrdY", "GrdZ") if r.get(k) not in (None, "", "1"))
-                out.append((int(float(r["Start (ns)"])), int(float(r["Duration (ns)"])),
-                            name if not grid else "%s [%s]" % (name, grid)))
+                out.append((int(float(r["Start (ns)"])), int(float(r["Duration (ns)"])), name, grid))
             except (KeyError, ValueError):
                 continue
     out.sort()
-    names = demangle({n.split(" [")[0] for _, _, n in out if n.startswith("_Z")})
-    return [(st, du, names.get(n.split(" [")[0], n.split(" [")[0]) + n[len(n.split(" [")[0]):]) for st, du, n in out]
+    names = demangle({n for _, _, n, _ in out if n.startswith("_Z")})
+    return [(st, du, names.get(n, n), grid) for st, du, n, grid in out]
 
 
 def main():
@@ -88,8 +84,8 @@ def main():
     for lo, hi in steps:
         span += ks[hi][0] - ks[lo][0]
         prev_end = None
-        for st, du, name in ks[lo:hi]:
-            e = per.setdefault(short(name), [0, 0, 0, 0, 0])  # launches, duration, gap sum, gaps counted, adds
+        for st, du, name, grid in ks[lo:hi]:
+            e = per.setdefault(short(name, grid), [0, 0, 0, 0, 0])  # launches, duration, gap sum, gaps counted, adds
             e[0] += 1
             e[1] += du
             if prev_end is not None:
