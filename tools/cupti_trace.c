@@ -12,8 +12,8 @@
  * tools/graph_trace.py reads ("Start (ns)", "Duration (ns)", "Name"), plus
  * the grid and the graph node.  Tooling only: never linked into lilac.
  *
- * Build (bench/kernels/run_session.sh cupti does it on the GPU machine):
- *   gcc -O2 -shared -fPIC -I$CUDA/include tools/cupti_trace.c -o libcupti_trace.so -L$CUDA/lib64 -lcupti */
+ * Build: sh tools/build_cupti_trace.sh libcupti_trace.so (bench/kernels/run_session.sh
+ * cupti does it on the GPU machine). */
 #include <cupti.h>
 #include <stdio.h>
 #include <stdlib.h>

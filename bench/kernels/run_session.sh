@@ -149,11 +149,7 @@ for l in a:
     cupti) # per-kernel times inside the decode graph at 4K (tools/cupti_trace.c: no nsys report here), then tools/graph_trace.py;
         # CUPTI_VARIANTS: env settings to trace one after another ("-" the default; commas join settings),
         # e.g. "- LILAC_ROUTER=cluster,LILAC_GATE_UP=xw"
-        CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-        CUPTI_LIB=$(dirname "$(ls $CUDA_HOME/extras/CUPTI/lib64/libcupti.so* $CUDA_HOME/lib64/libcupti.so* $CUDA_HOME/lib/libcupti.so* 2>/dev/null | head -1)")
-        CUPTI_INC=$(dirname "$(ls $CUDA_HOME/extras/CUPTI/include/cupti.h $CUDA_HOME/include/cupti.h 2>/dev/null | head -1)")
-        gcc -O2 -shared -fPIC -I"$CUPTI_INC" -I$CUDA_HOME/include tools/cupti_trace.c -o /tmp/libcupti_trace.so -L"$CUPTI_LIB" -lcupti \
-            || cp build/kernels/libcupti_trace.so /tmp/ || { echo "cupti: skipped (no CUPTI to build against)"; continue; }
+        CUPTI_LIB=$(sh tools/build_cupti_trace.sh /tmp/libcupti_trace.so) || { echo "cupti: skipped (tracer not built)"; continue; }
         for v in ${CUPTI_VARIANTS:--}; do
             tag=$(echo "$v" | tr -c 'a-zA-Z0-9\n' _)
             [ "$v" = - ] && v=
