@@ -172,11 +172,8 @@ struct moe {
     float *x, *act, *w, *sg, *h, *actin;
     int var;
 };
-static void views(const lc_qmat &sgu, lc_qmat &sg, lc_qmat &su) {
-    sg = sgu, sg.rows = I_;
-    su = sg;
-    su.w += (size_t)I_ * D_ / 8, su.s += (size_t)I_ * D_ / 64, su.b += (size_t)I_ * D_ / 64;
-}
+/* sh_gate, sh_up: the halves of the shared expert's fused gate|up, as the engine views them */
+static void views(const lc_qmat &sgu, lc_qmat &sg, lc_qmat &su) { sg = lc_qmat_rows(&sgu, 0, I_), su = lc_qmat_rows(&sgu, I_, I_); }
 static void moe_gu(int rep, cudaStream_t st, void *p) {
     moe *m = (moe *)p;
     lc_qmat sg, su;
@@ -212,19 +209,7 @@ static void bench_moe() {
     for (int i = 0; i < copies; i++) m.sgu.push_back(make_qmat(2 * I_, D_, 1, 300 + 3 * i)), m.sdown.push_back(make_qmat(D_, I_, 1, 301 + 3 * i));
     /* random distinct ids per set */
     m.nsets = g_quick ? 2 : 64;
-    std::vector<int32_t> hid(m.nsets * KX);
-    uint64_t z = 12345;
-    for (int s = 0; s < m.nsets; s++)
-        for (int k = 0; k < KX; k++) {
-            int e;
-            bool dup;
-            do {
-                z ^= z << 13, z ^= z >> 7, z ^= z << 17;
-                e = (int)(z % ne), dup = false;
-                for (int i = 0; i < k; i++) dup |= hid[s * KX + i] == e;
-            } while (dup);
-            hid[s * KX + k] = e;
-        }
+    const std::vector<int32_t> hid = distinct_ids(m.nsets, KX, ne);
     CK(cudaMalloc(&m.ids, hid.size() * 4));
     CK(cudaMemcpy(m.ids, hid.data(), hid.size() * 4, cudaMemcpyHostToDevice));
     std::vector<float> hx = rnd(D_, 21, -1.f, 1.f), hw = rnd(KX, 22, 0.05f, 0.2f), hh = rnd(D_, 24, -1.f, 1.f);

@@ -184,43 +184,28 @@ __global__ void combine_kernel(const float *__restrict__ P, float *__restrict__ 
     h[d] += t;
 }
 
+/* The kernel's attributes: its shared memory, the non-portable cluster size 16 */
+static cudaError_t set_attributes() {
+    const cudaError_t err = cudaFuncSetAttribute(moe_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
+    return err ? err : cudaFuncSetAttribute(moe_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+}
+
 static cudaError_t launch(const lc_qmat &gate, const lc_qmat &up, const lc_qmat &sg, const lc_qmat &su, const lc_qmat &down,
                           const lc_qmat &sdown, const int32_t *ids, const float *w, const float *sgate, const float *x,
                           float *P, cudaStream_t st) {
     static bool set = false;
     if (!set) {
-        cudaError_t err = cudaFuncSetAttribute(moe_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
-        if (!err) err = cudaFuncSetAttribute(moe_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        const cudaError_t err = set_attributes();
         if (err) return err;
         set = true;
     }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(J * CS), cfg.blockDim = dim3(WARPS * 32), cfg.dynamicSmemBytes = SMEM, cfg.stream = st;
-    cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    at[1].id = cudaLaunchAttributeClusterDimension;
-    at[1].val.clusterDim.x = CS, at[1].val.clusterDim.y = 1, at[1].val.clusterDim.z = 1;
-    cfg.attrs = at, cfg.numAttrs = 2;
-    const lc_ctrl *ctrl = nullptr;
-    return cudaLaunchKernelEx(&cfg, moe_cluster_kernel, gate, up, sg, su, down, sdown, ids, w, sgate, x, P, ctrl);
+    return cluster_launch(moe_cluster_kernel, CS, dim3(J * CS), dim3(WARPS * 32), SMEM, st, gate, up, sg, su, down, sdown, ids,
+                          w, sgate, x, P, (const lc_ctrl *)nullptr);
 }
 
-/* Whether a cluster of CS blocks with SMEM bytes fits (non-portable size 16) */
+/* How many clusters of CS blocks with SMEM bytes can be resident at once */
 static int max_clusters() {
-    if (cudaFuncSetAttribute(moe_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) ||
-        cudaFuncSetAttribute(moe_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1))
-        return 0;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(J * CS), cfg.blockDim = dim3(WARPS * 32), cfg.dynamicSmemBytes = SMEM;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = CS, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    cfg.attrs = at, cfg.numAttrs = 1;
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, moe_cluster_kernel, &cfg)) n = 0;
-    (void)cudaGetLastError();
-    return n;
+    return set_attributes() ? 0 : cluster_count(moe_cluster_kernel, CS, J * CS, WARPS * 32, SMEM);
 }
 
 } // namespace moe_cluster
@@ -333,11 +318,8 @@ struct moe {
     float *x, *act, *w, *sg, *h, *P;
     int var; /* 0 engine tq_gate_up + tq_down, 1 cluster + combine, 2 cluster alone */
 };
-static void views(const lc_qmat &sgu, lc_qmat &sg, lc_qmat &su) {
-    sg = sgu, sg.rows = I_;
-    su = sg;
-    su.w += (size_t)I_ * D_ / 8, su.s += (size_t)I_ * D_ / 64, su.b += (size_t)I_ * D_ / 64;
-}
+/* sh_gate, sh_up: the halves of the shared expert's fused gate|up, as the engine views them */
+static void views(const lc_qmat &sgu, lc_qmat &sg, lc_qmat &su) { sg = lc_qmat_rows(&sgu, 0, I_), su = lc_qmat_rows(&sgu, I_, I_); }
 static void rep_fn(int rep, cudaStream_t st, void *p) {
     moe *m = (moe *)p;
     lc_qmat sg, su;
@@ -373,19 +355,7 @@ int main(int argc, char **argv) {
     const int copies = g_quick ? 2 : 64;
     for (int i = 0; i < copies; i++) m.sgu.push_back(make_qmat(2 * I_, D_, 1, 300 + 3 * i)), m.sdown.push_back(make_qmat(D_, I_, 1, 301 + 3 * i));
     m.nsets = g_quick ? 2 : 64;
-    std::vector<int32_t> hid(m.nsets * KX);
-    uint64_t z = 12345;
-    for (int s = 0; s < m.nsets; s++)
-        for (int k = 0; k < KX; k++) {
-            int e;
-            bool dup;
-            do {
-                z ^= z << 13, z ^= z >> 7, z ^= z << 17;
-                e = (int)(z % ne), dup = false;
-                for (int i = 0; i < k; i++) dup |= hid[s * KX + i] == e;
-            } while (dup);
-            hid[s * KX + k] = e;
-        }
+    const std::vector<int32_t> hid = distinct_ids(m.nsets, KX, ne);
     CK(cudaMalloc(&m.ids, hid.size() * 4));
     CK(cudaMemcpy(m.ids, hid.data(), hid.size() * 4, cudaMemcpyHostToDevice));
     std::vector<float> hx = rnd(D_, 21, -1.f, 1.f), hw = rnd(KX, 22, 0.05f, 0.2f), hh = rnd(D_, 24, -1.f, 1.f);

@@ -75,6 +75,25 @@ static inline double ref_dot(const hmat &h, int cols, int r, const double *x) {
     return acc;
 }
 
+/* nsets sets of k distinct ids below n (the MoE workshops' random routings;
+ * xorshift from a fixed seed: the same sets on every machine) */
+static inline std::vector<int32_t> distinct_ids(int nsets, int k, int n) {
+    std::vector<int32_t> ids((size_t)nsets * k);
+    uint64_t z = 12345;
+    for (int s = 0; s < nsets; s++)
+        for (int j = 0; j < k; j++) {
+            int e;
+            bool dup;
+            do {
+                z ^= z << 13, z ^= z >> 7, z ^= z << 17;
+                e = (int)(z % n), dup = false;
+                for (int i = 0; i < j; i++) dup |= ids[(size_t)s * k + i] == e;
+            } while (dup);
+            ids[(size_t)s * k + j] = e;
+        }
+    return ids;
+}
+
 static inline std::vector<float> dl(const float *d, size_t n) {
     std::vector<float> v(n);
     CK(cudaMemcpy(v.data(), d, n * 4, cudaMemcpyDeviceToHost));

@@ -31,33 +31,42 @@ __device__ __forceinline__ void st_cluster(const float *local, uint32_t rank, fl
 }
 #endif
 
-/* Host side.  Whether a cluster of ns blocks of `threads` threads of kernel
- * can run on the current device: a kernel built for sm_90+ (JIT from older
- * PTX on a newer GPU it would be the trap: ptxVersion) and at least one such
- * cluster fitting in a grid of `grid` blocks.  A refused query leaves no error
- * behind.  Callers cache the answer (they are also asked inside graph capture). */
+/* Host side.  How many clusters of ns blocks of `threads` threads (smem
+ * bytes of dynamic shared memory each) of kernel can be resident at once on
+ * the current device, in a grid of `grid` blocks; 0 where none can, and for
+ * a kernel not built for sm_90+ (JIT from older PTX on a newer GPU it would
+ * be the trap: ptxVersion).  A refused query leaves no error behind. */
 template <typename... A>
-static bool cluster_fits(void (*kernel)(A...), unsigned ns, unsigned grid, unsigned threads) {
+static int cluster_count(void (*kernel)(A...), unsigned ns, unsigned grid, unsigned threads, size_t smem = 0) {
     cudaFuncAttributes fa;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = ns, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(grid), cfg.blockDim = dim3(threads), cfg.attrs = at, cfg.numAttrs = 1;
+    cfg.gridDim = dim3(grid), cfg.blockDim = dim3(threads), cfg.dynamicSmemBytes = smem, cfg.attrs = at, cfg.numAttrs = 1;
     int nc = 0;
-    const bool yes = cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && fa.ptxVersion >= 90 && fa.binaryVersion >= 90 &&
-                     cudaOccupancyMaxActiveClusters(&nc, kernel, &cfg) == cudaSuccess && nc >= 1;
+    if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess || fa.ptxVersion < 90 || fa.binaryVersion < 90 ||
+        cudaOccupancyMaxActiveClusters(&nc, kernel, &cfg) != cudaSuccess)
+        nc = 0;
     (void)cudaGetLastError();
-    return yes;
+    return nc;
 }
 
-/* Launches kernel in clusters of ns blocks, with programmatic stream
- * serialization allowed (PDL, as common.cuh's lc_launch). */
+/* Whether at least one such cluster fits (cluster_count).  Callers cache the
+ * answer (they are also asked inside graph capture). */
+template <typename... A>
+static bool cluster_fits(void (*kernel)(A...), unsigned ns, unsigned grid, unsigned threads) {
+    return cluster_count(kernel, ns, grid, threads) >= 1;
+}
+
+/* Launches kernel in clusters of ns blocks with smem bytes of dynamic shared
+ * memory, with programmatic stream serialization allowed (PDL, as common.cuh's
+ * lc_launch, whose argument order this follows). */
 template <typename... KArgs, typename... Args>
-static cudaError_t cluster_launch(void (*kernel)(KArgs...), unsigned ns, dim3 grid, dim3 block, cudaStream_t st,
+static cudaError_t cluster_launch(void (*kernel)(KArgs...), unsigned ns, dim3 grid, dim3 block, size_t smem, cudaStream_t st,
                                   Args... args) {
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid, cfg.blockDim = block, cfg.stream = st;
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
     cudaLaunchAttribute at[2];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;

@@ -291,7 +291,7 @@ static bool split_ok(const lc_gdn_params *p, int ns) {
 static cudaError_t launch_split(int ns, const lc_gdn_params *p, const float *proj, int ldp, int T, float *conv_state,
                                 float *state, float *out, const lc_ctrl *ctrl, cudaStream_t st) {
     return cluster_launch(ns == 8 ? gdn_split::gdn_split_kernel<8> : gdn_split::gdn_split_kernel<4>, (unsigned)ns,
-                          dim3(p->Hv * ns), dim3(gdn_split::THREADS), st, *p, proj, ldp, T, conv_state, state, out, ctrl);
+                          dim3(p->Hv * ns), dim3(gdn_split::THREADS), 0, st, *p, proj, ldp, T, conv_state, state, out, ctrl);
 }
 
 /* The form lc_gdn runs for p and T: 0 = block, else the cluster size */

@@ -458,7 +458,7 @@ template <int BITS, int CPL, int LPR>
 cudaError_t launch_router(const lc_qmat *R, const float *h, const float *norm_w, float eps, float *xn, float *logits, int K,
                           int32_t *ids, float *w, float *sgate, unsigned *done, const lc_ctrl *ctrl, cudaStream_t st) {
     if (router_cluster_ok<BITS, CPL, LPR>(R)) /* one cluster */
-        return cluster_launch(router_cluster_kernel<BITS, CPL, LPR>, RC, dim3(RC), dim3(RW * 32), st, *R, h, norm_w, eps, xn,
+        return cluster_launch(router_cluster_kernel<BITS, CPL, LPR>, RC, dim3(RC), dim3(RW * 32), 0, st, *R, h, norm_w, eps, xn,
                               logits, K, ids, w, sgate, ctrl);
     constexpr int RPW = 32 / LPR;
     const int grid = (R->rows + WARPS * RPW - 1) / (WARPS * RPW);
