@@ -10,9 +10,5 @@ nvcc -O3 -std=c++17 -Iinclude -Isrc -gencode arch=compute_90a,code=sm_90a -linei
     -o build/kernels/gdn_step_test 2> build/kernels/gdn_step_test.ptxas || { cat build/kernels/gdn_step_test.ptxas; exit 1; }
 grep -E "warning" build/kernels/gdn_step_test.ptxas || true
 # one line per kernel: registers, spill stores/loads, name (the engine's K=4, dk=128 block form and the split forms)
-awk '/Compiling entry function/ { n = $0; sub(/.*function ./, "", n); sub(/. for .sm_.*/, "", n) }
-     /spill stores/ { sp = $0; sub(/.*frame, /, "", sp) }
-     /Used [0-9]+ registers/ { r = $0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r); printf "  %4s regs  %-46s %s\n", r, sp, n }' \
-    build/kernels/gdn_step_test.ptxas | c++filt | sed 's/(anonymous namespace):://g; s/gdn_split:://; s/(lc_gdn_params.*//' |
-    grep -E 'gdn_kernel<4, 128>|gdn_split_kernel' | awk '!seen[$0]++' || true
+sh bench/kernels/ptxas_regs.sh build/kernels/gdn_step_test.ptxas 'gdn_kernel<4, 128>|gdn_split_kernel'
 echo "built build/kernels/gdn_step_test (run: build/kernels/gdn_step_test [--quick])"

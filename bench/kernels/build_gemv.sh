@@ -9,8 +9,4 @@ nvcc -O3 -std=c++17 -Iinclude -Isrc -gencode arch=compute_90a,code=sm_90a -linei
     src/backend/cuda/decode/gemv.cu src/backend/cuda/decode/moe.cu bench/kernels/gemv_test.cu src/backend/cuda/fill.cu \
     -o build/kernels/gemv_test 2> build/kernels/gemv_test.ptxas || { cat build/kernels/gemv_test.ptxas; exit 1; }
 # one line per kernel timed here: registers, spill stores/loads, name
-awk '/Compiling entry function/ { n = $0; sub(/.*function ./, "", n); sub(/. for .sm_.*/, "", n) }
-     /spill stores/ { sp = $0; sub(/.*frame, /, "", sp) }
-     /Used [0-9]+ registers/ { r = $0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r); printf "  %4s regs  %-46s %s\n", r, sp, n }' \
-    build/kernels/gemv_test.ptxas | c++filt | sed 's/(anonymous namespace):://g; s/gemv_stream:://; s/(lc_qmat.*//' |
-    grep -E 'tq_|ring_gemv|stream_|persist_|gemv_kernel<4, (2, 32, 4|4, 32, 2)>|gate_up_kernel<4, 2, 32>|down_kernel<4, 1, 16>' | awk '!seen[$0]++' || true
+sh bench/kernels/ptxas_regs.sh build/kernels/gemv_test.ptxas 'tq_|ring_gemv|stream_|persist_|gemv_kernel<4, (2, 32, 4|4, 32, 2)>|gate_up_kernel<4, 2, 32>|down_kernel<4, 1, 16>'

@@ -10,11 +10,7 @@ nvcc -O3 -std=c++17 -Iinclude -Isrc -gencode arch=compute_90a,code=sm_90a -linei
     src/backend/cuda/decode/gemv.cu src/backend/cuda/decode/moe.cu bench/kernels/gemv_mma_test.cu src/backend/cuda/fill.cu \
     -o build/kernels/gemv_mma_test 2> build/kernels/gemv_mma_test.ptxas || { cat build/kernels/gemv_mma_test.ptxas; exit 1; }
 grep -E 'warning|error' build/kernels/gemv_mma_test.ptxas | grep -v 'ptxas info' || true
-awk '/Compiling entry function/ { n = $0; sub(/.*function ./, "", n); sub(/. for .sm_.*/, "", n) }
-     /spill stores/ { sp = $0; sub(/.*frame, /, "", sp) }
-     /Used [0-9]+ registers/ { r = $0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r); printf "  %4s regs  %-46s %s\n", r, sp, n }' \
-    build/kernels/gemv_mma_test.ptxas | c++filt | sed 's/(anonymous namespace):://g; s/gemv_stream:://; s/(lc_qmat.*//' |
-    grep -E 'tc_gemv|tq_gemv|stream_gemv<(2, 4|4, 2)|persist_gemv<2, 4, 3' | awk '!seen[$0]++' || true
+sh bench/kernels/ptxas_regs.sh build/kernels/gemv_mma_test.ptxas 'tc_gemv|tq_gemv|stream_gemv<(2, 4|4, 2)|persist_gemv<2, 4, 3'
 # SASS per warp tile of the tensor-core kernels (all unrolled: static = dynamic counts): the
 # instructions from the barrier that ends the x preparation to the one before the split-K sum,
 # per 1,024 weights (a warp's tile is 16 rows x 128 NSP inputs), and the preparation's share

@@ -12,9 +12,5 @@ nvcc -O3 -std=c++17 -Iinclude -Isrc -gencode arch=compute_90a,code=sm_90a -linei
     src/backend/cuda/fill.cu \
     -o build/kernels/moe_cluster_test 2> build/kernels/moe_cluster_test.ptxas || { cat build/kernels/moe_cluster_test.ptxas; exit 1; }
 grep -E "warning" build/kernels/moe_cluster_test.ptxas || true
-awk '/Compiling entry function/ { n = $0; sub(/.*function ./, "", n); sub(/. for .sm_.*/, "", n) }
-     /spill stores/ { sp = $0; sub(/.*frame, /, "", sp) }
-     /Used [0-9]+ registers/ { r = $0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r); printf "  %4s regs  %-46s %s\n", r, sp, n }' \
-    build/kernels/moe_cluster_test.ptxas | c++filt | sed 's/(anonymous namespace):://g; s/(lc_qmat.*//; s/(const float.*//' |
-    grep -E 'moe_cluster|combine|tq_gate_up<4, false>|tq_down<1>|router_cluster_kernel<8, 4, 32>|router_kernel<8, 4, 32>' | awk '!seen[$0]++' || true
+sh bench/kernels/ptxas_regs.sh build/kernels/moe_cluster_test.ptxas 'moe_cluster|combine|tq_gate_up<4, false>|tq_down<1>|router_cluster_kernel<8, 4, 32>|router_kernel<8, 4, 32>'
 echo "built build/kernels/moe_cluster_test (run: build/kernels/moe_cluster_test [--quick])"

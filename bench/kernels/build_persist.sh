@@ -11,8 +11,4 @@ nvcc -O3 -std=c++17 -Iinclude -Isrc -gencode arch=compute_90a,code=sm_90a -linei
 # compiler warnings (not ptxas' info lines) are shown
 grep -v -E '^ptxas info|^ptxas +info|bytes stack frame|^$' build/kernels/persist_chain_test.ptxas || true
 # one line per kernel: registers, spill stores/loads, name
-awk '/Compiling entry function/ { n = $0; sub(/.*function ./, "", n); sub(/. for .sm_.*/, "", n) }
-     /spill stores/ { sp = $0; sub(/.*frame, /, "", sp) }
-     /Used [0-9]+ registers/ { r = $0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r); printf "  %4s regs  %-46s %s\n", r, sp, n }' \
-    build/kernels/persist_chain_test.ptxas | c++filt | sed 's/(anonymous namespace):://g; s/gemv_stream:://; s/(lc_qmat.*//; s/(chain_args)//' |
-    grep -E 'chain_kernel|tq_chain|ring_stage|persist_gemv<2, 4, 3, false>|stream_gemv<4, 2, 2, false>' | awk '!seen[$0]++' || true
+sh bench/kernels/ptxas_regs.sh build/kernels/persist_chain_test.ptxas 'chain_kernel|tq_chain|ring_stage|persist_gemv<2, 4, 3, false>|stream_gemv<4, 2, 2, false>'
