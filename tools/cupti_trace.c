@@ -44,7 +44,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     (void)ctx, (void)stream, (void)size;
     CUpti_Activity *r = NULL;
     while (out && cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS) {
-        if (r->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && r->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
+        if (r->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue; /* the only kind enabled */
         const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)r;
         fprintf(out, "%llu,%llu,%d,%d,%d,%d,%llu,", (unsigned long long)k->start,
                 (unsigned long long)(k->end - k->start), k->gridX, k->gridY, k->gridZ, k->blockX,

@@ -148,7 +148,7 @@ for l in a:
         fi ;;
     cupti) # per-kernel times inside the decode graph at 4K (tools/cupti_trace.c: no nsys report here), then tools/graph_trace.py;
         # CUPTI_VARIANTS: env settings to trace one after another ("-" the default; commas join settings),
-        # e.g. "- LILAC_ROUTER=cluster,LILAC_GATE_UP=xw"
+        # e.g. "- LILAC_ROUTER=block,LILAC_GATE_UP=xw"
         CUPTI_LIB=$(sh tools/build_cupti_trace.sh /tmp/libcupti_trace.so) || { echo "cupti: skipped (tracer not built)"; continue; }
         for v in ${CUPTI_VARIANTS:--}; do
             tag=$(echo "$v" | tr -c 'a-zA-Z0-9\n' _)
