@@ -89,10 +89,11 @@ __device__ __forceinline__ float chunk_fma(const uint4 q, const float *xv, uint1
  * consecutive chunks hit distinct banks; csum[c] is the sum of chunk c
  * (needed once per row for the bias term: summed once per block, not per row).  With norm_w the vector is
  * RMSNorm(x) * norm_w; block 0 also writes it to xn_out when set.  Every
- * thread of the block must call this (it has a barrier). */
+ * thread of the block must call this (it has a barrier).  Returns the
+ * RMSNorm factor (1 without norm_w). */
 template <int COLS, int EPC>
-__device__ __forceinline__ void load_x_smem(const float *__restrict__ x, const float *__restrict__ norm_w, float eps,
-                                            float *xn_out, float4 *xs4, float *csum, float *scratch) {
+__device__ __forceinline__ float load_x_smem(const float *__restrict__ x, const float *__restrict__ norm_w, float eps,
+                                             float *xn_out, float4 *xs4, float *csum, float *scratch) {
     constexpr int F4 = EPC / 4, NCH = COLS / EPC, NV = COLS / 4;
     constexpr int PER = (NV + 127) / 128; /* blocks have at least 128 threads */
     float4 v[PER], wv[PER];
@@ -131,6 +132,7 @@ __device__ __forceinline__ void load_x_smem(const float *__restrict__ x, const f
         csum[c] = sum;
     }
     __syncthreads();
+    return rr;
 }
 
 /* Chunk ch of the swizzled activations into xv[EPC]; returns its sum. */

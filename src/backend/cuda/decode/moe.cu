@@ -6,7 +6,9 @@
  * never leave the GPU.  At the 4-bit shapes where bench/kernels/gemv_test
  * measured them faster, gate/up and down run gemv_tq.cuh's kernels
  * (moe_stream_ok below; LILAC_GEMV=engine keeps these kernels, =stream
- * gemv_stream.cuh's). */
+ * gemv_stream.cuh's).  At the model's own shapes the decode step runs
+ * moe_slots.cu's one kernel instead (LILAC_MOE=split keeps these three);
+ * the router's device pieces (moe_route.cuh) are shared with it. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 
 #include "backend/cuda/cluster.cuh"
 #include "backend/cuda/decode/gemv_tq.cuh"
+#include "backend/cuda/decode/moe_route.cuh"
 
 namespace {
 
@@ -68,83 +71,6 @@ __device__ void topk_rows(const float *lg, int E, int K, int32_t *__restrict__ i
     }
     if (tid < K) w[tid] /= wsum;
     if (tid == 0) sgate[0] = sigmoid_f(__ldcg(lg + E));
-}
-
-/* The same for one warp with the E logits in registers (EPL per lane, lane
- * l holding experts l, l+32, ...): no block barriers, so the fused router's
- * last block finishes the routing in a few hundred cycles.  SMEM: lg is in
- * shared memory (the cluster router), else in global memory through L2. */
-template <int EPL, bool SMEM = false>
-__device__ void topk_warp(const float *lg, int E, int K, int32_t *__restrict__ ids, float *__restrict__ w,
-                          float *__restrict__ sgate) {
-    const int lane = threadIdx.x & 31;
-    float p[EPL];
-    float mx = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < EPL; i++) {
-        const int e = lane + 32 * i;
-        p[i] = e < E ? (SMEM ? lg[e] : __ldcg(lg + e)) : -INFINITY;
-        mx = fmaxf(mx, p[i]);
-    }
-    mx = warp_max(mx);
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < EPL; i++) {
-        if (lane + 32 * i < E) sum += (p[i] = expf(p[i] - mx));
-        else p[i] = -1.0f; /* never selected */
-    }
-    sum = warp_sum(sum);
-    float wsum = 0.0f, mine = 0.0f;
-    for (int k = 0; k < K; k++) {
-        float v = -1.0f;
-        int idx = 0x7fffffff;
-#pragma unroll
-        for (int i = 0; i < EPL; i++)
-            if (p[i] > v) v = p[i], idx = lane + 32 * i; /* lowest id wins ties within a lane */
-        for (int o = 16; o > 0; o >>= 1) {
-            const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
-            const int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
-            if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
-        }
-#pragma unroll
-        for (int i = 0; i < EPL; i++)
-            if (lane + 32 * i == idx) p[i] = -2.0f; /* taken */
-        wsum += v / sum;
-        if (lane == k) mine = v / sum;
-        if (lane == 0) ids[k] = idx;
-    }
-    if (lane < K) w[lane] = mine / wsum;
-    if (lane == 0) sgate[0] = sigmoid_f(SMEM ? lg[E] : __ldcg(lg + E));
-}
-
-/* topk_warp for E + 1 logits, its registers per lane chosen by E (<= 1024) */
-template <bool SMEM>
-__device__ __forceinline__ void route(const float *lg, int E, int K, int32_t *__restrict__ ids, float *__restrict__ w,
-                                      float *__restrict__ sgate) {
-    if (E <= 32) topk_warp<1, SMEM>(lg, E, K, ids, w, sgate);
-    else if (E <= 64) topk_warp<2, SMEM>(lg, E, K, ids, w, sgate);
-    else if (E <= 128) topk_warp<4, SMEM>(lg, E, K, ids, w, sgate);
-    else if (E <= 256) topk_warp<8, SMEM>(lg, E, K, ids, w, sgate);
-    else if (E <= 512) topk_warp<16, SMEM>(lg, E, K, ids, w, sgate);
-    else topk_warp<32, SMEM>(lg, E, K, ids, w, sgate);
-}
-
-/* One router row's logit from its lane's fetched chunk and the block's x in
- * shared memory, summed over the row's LPR lanes (0 past the last row). */
-template <int BITS, int CPL, int LPR>
-__device__ __forceinline__ float router_row(const typename qdot<BITS, CPL, LPR>::chunk &c, bool row, int sub,
-                                            const float4 *xs4, const float *xcs) {
-    using Q = qdot<BITS, CPL, LPR>;
-    constexpr int EPC = Q::EPC, COLS = Q::COLS;
-    float acc = 0.0f;
-    if (row)
-#pragma unroll
-        for (int j = 0; j < CPL; j++) {
-            float xv[EPC];
-            const float xsum = x_chunk<COLS, EPC>(xs4, xcs, sub + LPR * j, xv);
-            acc = chunk_fma<BITS>(c.q[j], xv, c.s[j], c.b[j], xsum, acc);
-        }
-    return Q::reduce(acc);
 }
 
 /* Block per token (prefill). */
