@@ -37,9 +37,15 @@
  * down_j . act_j), and timed as gemv_test times: CUDA graphs of 40 repeats
  * with PDL, 768 experts stacked and 64 id sets so that L2 never holds the
  * routed weights, the shared expert rotated over 64 copies; µs per repeat
- * against the engine's tq_gate_up + tq_down.  Written 2026-12-03 after the
- * session's device time was spent: compiled (ptxas: registers and spills
- * by build_moe_cluster.sh), not yet run.
+ * against the engine's tq_gate_up + tq_down.
+ *
+ * Then the whole MoE with routing from h: the engine's lc_moe_router +
+ * lc_moe_gate_up + lc_moe_down against its one-kernel form lc_moe_slots +
+ * lc_moe_slots_combine (decode/moe_slots.cu: this workshop's cluster with
+ * the router inside), the latter checked against the former (same ids, h
+ * within 1e-4 of max |h|), and the phases of lc_moe_slots' last launch
+ * from its global-timer stamps (build_moe_cluster.sh compiles moe_slots.cu
+ * with LC_MOE_SLOTS_STAMPS).  H200 runs: docs/PERFORMANCE.md.
  *   sh bench/kernels/build_moe_cluster.sh && build/kernels/moe_cluster_test [--quick] */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -218,8 +224,10 @@ constexpr int E_TEST = 768, KX = 8, D_ = moe_cluster::D, I_ = moe_cluster::I;
  * the fp64 reference's, in order, weights and gate within 1e-5.  Where two
  * of the first nine logits lie within 1e-4 of each other the fp32 sums may
  * order them either way: such an input is reported and not counted. */
-static void check_router(int trials) {
-    constexpr int E = 256, R = E + 1, K = KX;
+/* An 8-bit router of the real shape (256 experts + the shared gate over
+ * 2048 inputs) with random codes whose logits spread like a trained one's */
+static lc_qmat make_router() {
+    constexpr int R = 257;
     lc_qmat m = {};
     m.rows = R, m.cols = D_, m.bits = 8, m.n_mat = 1;
     const size_t wn = (size_t)R * D_ / 4, gn = (size_t)R * D_ / 64;
@@ -233,6 +241,15 @@ static void check_router(int trials) {
     CK(lc_fill_bf16(sc, gn, 4243, 0.9f * s0, 1.1f * s0, 0));
     CK(lc_fill_bf16(bi, gn, 4244, -127.5f * 1.1f * s0, -127.5f * 0.9f * s0, 0));
     m.w = w, m.s = sc, m.b = bi;
+    return m;
+}
+
+static void check_router(int trials) {
+    constexpr int E = 256, R = E + 1, K = KX;
+    const lc_qmat m = make_router();
+    const size_t wn = (size_t)R * D_ / 4, gn = (size_t)R * D_ / 64;
+    uint32_t *w = (uint32_t *)m.w;
+    uint16_t *sc = (uint16_t *)m.s, *bi = (uint16_t *)m.b;
     std::vector<uint32_t> hw(wn);
     std::vector<uint16_t> hs(gn), hb(gn);
     CK(cudaMemcpy(hw.data(), w, wn * 4, cudaMemcpyDeviceToHost));
@@ -316,7 +333,13 @@ struct moe {
     int32_t *ids;                     /* [nsets][8] */
     int nsets;
     float *x, *act, *w, *sg, *h, *P;
-    int var; /* 0 engine tq_gate_up + tq_down, 1 cluster + combine, 2 cluster alone */
+    int var; /* 0 engine tq_gate_up + tq_down, 1 cluster + combine, 2 cluster alone,
+              * 3 the engine's router + gate/up + down (lc_moe_router, _gate_up, _down: routing from h),
+              * 4 the engine's one-kernel MoE (lc_moe_slots + lc_moe_slots_combine) */
+    lc_qmat R;                                   /* the router (variants 3, 4) */
+    float *nw, *xn, *logits, *rw, *rsg;          /* post-attention norm; the routing's outputs */
+    int32_t *rids;
+    unsigned *done;
 };
 /* sh_gate, sh_up: the halves of the shared expert's fused gate|up, as the engine views them */
 static void views(const lc_qmat &sgu, lc_qmat &sg, lc_qmat &su) { sg = lc_qmat_rows(&sgu, 0, I_), su = lc_qmat_rows(&sgu, I_, I_); }
@@ -326,6 +349,18 @@ static void rep_fn(int rep, cudaStream_t st, void *p) {
     views(m->sgu[rep % m->sgu.size()], sg, su);
     const lc_qmat &sd = m->sdown[rep % m->sdown.size()];
     const int32_t *ids = m->ids + (rep % m->nsets) * KX;
+    if (m->var == 3) {
+        CK(lc_moe_router(&m->R, m->h, m->nw, 1e-6f, m->xn, m->logits, KX, m->rids, m->rw, m->rsg, m->done, nullptr, st));
+        CK(lc_moe_gate_up(&m->gate, &m->up, &sg, &su, m->rids, KX, m->xn, m->act, nullptr, st));
+        CK(lc_moe_down(&m->down, &sd, m->rids, m->rw, m->rsg, KX, m->act, m->h, nullptr, st));
+        return;
+    }
+    if (m->var == 4) {
+        CK(lc_moe_slots(&m->R, &m->gate, &m->up, &sg, &su, &m->down, &sd, m->h, m->nw, 1e-6f, m->P, m->rids, m->rw, m->rsg,
+                        nullptr, st));
+        CK(lc_moe_slots_combine(m->P, m->h, 0, nullptr, st));
+        return;
+    }
     if (m->var == 0) {
         CK(gemv_tq::launch_gate_up<4>(m->gate, m->up, sg, su, ids, KX, m->x, m->act, nullptr, st));
         CK(gemv_tq::launch_down<1>(m->down, sd, ids, m->w, m->sg, m->act, m->h, nullptr, st));
@@ -334,6 +369,39 @@ static void rep_fn(int rep, cudaStream_t st, void *p) {
     CK(moe_cluster::launch(m->gate, m->up, sg, su, m->down, sd, ids, m->w, m->sg, m->x, m->P, st));
     if (m->var == 1) CK(gemv_stream::launch_k(moe_cluster::combine_kernel, dim3(D_ / 256), dim3(256), 0, st, true, m->P, m->h,
                                               (const lc_ctrl *)nullptr));
+}
+
+/* moe_slots.cu's phase stamps of the last launch (built with LC_MOE_SLOTS_STAMPS):
+ * per phase, the mean time from the block's previous stamp, routed and shared
+ * slots apart, and the span from the first release to the last store */
+extern "C" cudaError_t lc_moe_slots_stamps(unsigned long long *out);
+static void print_stamps() {
+    static unsigned long long t[9 * 16][12];
+    if (lc_moe_slots_stamps(&t[0][0])) {
+        (void)cudaGetLastError();
+        return;
+    }
+    const char *ph[] = {"entry -> release (waiting on the predecessor)", "release -> x ready (digits, norm)",
+                        "x -> routed, tasks issued", "issued -> first gate/up task in", "gate/up done (block barrier)",
+                        "act exchanged (cluster barrier)", "down and store"};
+    unsigned long long r0 = ~0ull, end = 0;
+    for (int b = 0; b < 9 * 16; b++) r0 = t[b][1] < r0 ? t[b][1] : r0, end = t[b][7] > end ? t[b][7] : end;
+    printf("  lc_moe_slots phases, last launch (us, mean over blocks: routed slots / shared slot):\n");
+    for (int p = 1; p < 8; p++) {
+        double a = 0, b = 0;
+        for (int q = 0; q < 9 * 16; q++) (q < 8 * 16 ? a : b) += (double)(t[q][p] - t[q][p - 1]) / 1e3;
+        printf("    %-48s %6.2f / %6.2f\n", ph[p - 1], a / 128, b / 16);
+    }
+    const char *rp[] = {"x -> router dots done", "-> start barrier passed", "-> logits exchanged", "-> top-K done", "-> tasks issued"};
+    const int ri[] = {2, 8, 9, 10, 11, 3};
+    for (int p = 0; p < 5; p++) {
+        double a = 0;
+        for (int q = 0; q < 8 * 16; q++) a += (double)(t[q][ri[p + 1]] - t[q][ri[p]]) / 1e3;
+        printf("      routed: %-40s %6.2f\n", rp[p], a / 128);
+    }
+    double lr = 0; /* the last routed block's ids */
+    for (int q = 0; q < 8 * 16; q++) lr = fmax(lr, (double)(t[q][3] - r0) / 1e3);
+    printf("    first release -> last store: %.2f us; first release -> last block routed: %.2f us\n", (double)(end - r0) / 1e3, lr);
 }
 
 int main(int argc, char **argv) {
@@ -350,7 +418,7 @@ int main(int argc, char **argv) {
     check_router(g_quick ? 2 : 16);
 
     moe m = {};
-    const int ne = g_quick ? 16 : E_TEST;
+    const int ne = g_quick ? 256 : E_TEST; /* variants 3 and 4 route among 256 */
     m.gate = make_qmat(I_, D_, ne, 77), m.up = make_qmat(I_, D_, ne, 88), m.down = make_qmat(D_, I_, ne, 99);
     const int copies = g_quick ? 2 : 64;
     for (int i = 0; i < copies; i++) m.sgu.push_back(make_qmat(2 * I_, D_, 1, 300 + 3 * i)), m.sdown.push_back(make_qmat(D_, I_, 1, 301 + 3 * i));
@@ -363,6 +431,15 @@ int main(int argc, char **argv) {
     m.x = up_f32(hx), m.w = up_f32(hw), m.sg = up_f32(std::vector<float>(1, hsg)), m.h = up_f32(hh);
     CK(cudaMalloc(&m.act, (size_t)(KX + 1) * I_ * 4));
     CK(cudaMalloc(&m.P, (size_t)moe_cluster::J * D_ * 4));
+    m.R = make_router();
+    m.nw = up_f32(rnd(D_, 77, 0.5f, 1.5f));
+    CK(cudaMalloc(&m.xn, D_ * 4));
+    CK(cudaMalloc(&m.logits, 257 * 4));
+    CK(cudaMalloc(&m.rw, KX * 4));
+    CK(cudaMalloc(&m.rsg, 4));
+    CK(cudaMalloc(&m.rids, KX * 4));
+    CK(cudaMalloc(&m.done, 4));
+    CK(cudaMemset(m.done, 0, 4));
 
     /* reference for set 0, copy 0: act (fp64), then h + sum_j w_j down_j . act_j */
     std::vector<double> xd(hx.begin(), hx.end()), href(hh.begin(), hh.end());
@@ -409,6 +486,41 @@ int main(int argc, char **argv) {
         const double gbs = bytes / (us * 1e-6) / 1e9;
         printf("  %-44s %9.2f %9.0f %7.1f%%  %10.3g  %s\n", names[v], us, gbs, 100.0 * gbs / g_copy_gbs, maxd,
                ok ? "PASS" : "FAIL");
+    }
+
+    /* the whole MoE with routing from h: the engine's three kernels against its
+     * one-kernel form, each from the same h; the one-kernel form is checked
+     * against the three (same routing, sums within 1e-4 of max |h|) */
+    if (!lc_moe_slots_ok(&m.R, &m.gate, &m.up, &m.gate, &m.up, &m.down, &m.down, KX)) {
+        printf("lc_moe_slots: not available here (lc_moe_slots_ok): skipped\n");
+    } else {
+        printf("\nMoE with routing from h (router 8-bit 257 x 2048, one copy) — %.2f MB a repeat\n", (bytes + 257.0 * D_ * 1.0625) / 1e6);
+        const char *en[] = {"engine: router + tq_gate_up + tq_down", "engine: lc_moe_slots + combine"};
+        std::vector<float> h3;
+        int32_t id3[KX];
+        for (int v = 3; v < 5; v++) {
+            m.var = v;
+            CK(cudaMemcpy(m.h, hh.data(), D_ * 4, cudaMemcpyHostToDevice));
+            CK(cudaMemset(m.rids, 0xff, KX * 4));
+            rep_fn(0, 0, &m);
+            CK(cudaDeviceSynchronize());
+            const std::vector<float> got = dl(m.h, D_);
+            int32_t id[KX];
+            CK(cudaMemcpy(id, m.rids, sizeof id, cudaMemcpyDeviceToHost));
+            bool ok = true;
+            double maxd = 0, maxh = 0;
+            if (v == 3) h3 = got, memcpy(id3, id, sizeof id);
+            else {
+                for (int q = 0; q < KX; q++) ok &= id[q] == id3[q];
+                for (int d = 0; d < D_; d++) maxd = fmax(maxd, fabs((double)h3[d] - got[d])), maxh = fmax(maxh, fabs((double)h3[d]));
+                ok &= maxd <= 1e-4 * maxh;
+            }
+            g_failures += !ok;
+            const double us = time_graph(rep_fn, &m, n, g_quick ? 1 : 20);
+            printf("  %-44s %9.2f   ids %d %d %d ... %s  max |dh| vs the three %.3g  %s\n", en[v - 3], us, id[0], id[1], id[2],
+                   v == 3 ? "(reference)" : ok ? "equal" : "DIFFER", maxd, ok ? "PASS" : "FAIL");
+        }
+        print_stamps();
     }
     free_qmat(m.gate), free_qmat(m.up), free_qmat(m.down);
     for (int i = 0; i < copies; i++) free_qmat(m.sgu[i]), free_qmat(m.sdown[i]);

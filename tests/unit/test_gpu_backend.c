@@ -252,22 +252,31 @@ static void test_gpu_vs_cpu_real_width(void) {
                100.0 * agree / T, md, mk / T);
         CHECK(agree >= 0.99 * T, "top-1 agreement %d/%d", agree, T);
     }
-    /* decode after prefill equals the prefill logits */
-    if (b) {
+    /* decode after prefill equals the prefill logits: the MoE as one kernel
+     * (lc_moe_slots, the default at these shapes) and as the router, gate/up
+     * and down kernels (LILAC_MOE=split, read when a session's step is enqueued) */
+    for (int split = 0; b && split < 2; split++) {
         lilac_session *s = NULL;
         float *row = malloc((size_t)Vr * sizeof(float));
+        if (split) setenv("LILAC_MOE", "split", 1);
         if (!lilac_session_new(gg, T + 8, &s, &e) && !lilac_session_feed(s, ids, T / 2, NULL, 0, &e)) {
             double worst = 0;
-            for (int t = T / 2; t < T / 2 + 16; t++) {
+            int top = 0, n = 0;
+            for (int t = T / 2; t < T / 2 + 16; t++, n++) {
                 if (lilac_session_feed(s, &ids[t], 1, row, 0, &e)) break;
                 double d = max_diff(row, b + (size_t)t * Vr, (size_t)Vr);
                 worst = d > worst ? d : worst;
+                top += argmax(row, Vr) == argmax(b + (size_t)t * Vr, Vr);
             }
-            printf("    decode after prefill vs prefill: max |dlogit| %.3g\n", worst);
+            printf("    decode after prefill vs prefill (MoE %s): max |dlogit| %.3g, top-1 %d/%d\n",
+                   split ? "router + gate/up + down" : "one kernel", worst, top, n);
+            CHECK(n == 16, "decode stopped after %d tokens: %s", n, e.msg);
             CHECK(worst < 5e-3, "decode after prefill differs by %g", worst);
+            CHECK(top == n, "top-1 differs at %d of %d positions", n - top, n);
         } else {
             CHECK(0, "%s", e.msg);
         }
+        unsetenv("LILAC_MOE");
         free(row);
         lilac_session_free(s);
     }

@@ -82,7 +82,7 @@ struct lilac_backend {
     float *topw;       /* [T, K] */
     float *sgate;      /* [T] */
     float *act;        /* [max(T*K, K+1), I] */
-    float *eo;         /* [T*K + T, D] expert outputs per slot (shared expert's last) */
+    float *eo;         /* [T*K + T, D] expert outputs per slot (shared expert's last); decode: lc_moe_slots' shares */
     float *sgu;        /* [T, 2 Is] */
     float *sact;       /* [T, Is] */
     float *sout;       /* [T, D] */

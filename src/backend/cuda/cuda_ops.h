@@ -272,6 +272,19 @@ cudaError_t lc_moe_gate_up(const lc_qmat *gate, const lc_qmat *up, const lc_qmat
 /* Decode: h[d] += sum_j w[j] down_{ids[j]}[d] . act[j] + sgate * sh_down[d] . act[K] */
 cudaError_t lc_moe_down(const lc_qmat *down, const lc_qmat *sh_down, const int32_t *ids, const float *w,
                         const float *sgate, int K, const float *act, float *h, const lc_ctrl *ctrl, cudaStream_t st);
+/* Decode, the same three steps as one kernel (decode/moe_slots.cu: a
+ * cluster per expert slot) at the model's shapes only (8-bit router of 257
+ * rows over 2048, 4-bit experts 512 x 2048, K = 8; lc_moe_slots_ok says,
+ * and LILAC_MOE=split turns it off): P [K + 1, 2048] gets each slot's
+ * weighted output, ids / w / sgate the routing (traces); then
+ * lc_moe_slots_combine: h += sum_j P[j] in slot order (early: its successor
+ * may launch before it waits, for one that reads only weights before). */
+int lc_moe_slots_ok(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
+                    const lc_qmat *down, const lc_qmat *sh_down, int K);
+cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
+                         const lc_qmat *down, const lc_qmat *sh_down, const float *h, const float *norm_w, float eps, float *P,
+                         int32_t *ids, float *w, float *sgate, const lc_ctrl *ctrl, cudaStream_t st);
+cudaError_t lc_moe_slots_combine(const float *P, float *h, int early, const lc_ctrl *ctrl, cudaStream_t st);
 /* Prefill: groups the T*K (token, expert) slots by expert. */
 typedef struct {
     int32_t *count;    /* [E] */

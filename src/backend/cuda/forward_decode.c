@@ -56,7 +56,18 @@ lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t
         LC_CHECK(lc_gemv(&cl->out_proj, 0, b->mix, b->h, b->h, ctrl, st));
         MARK(PROF_GEMV);
         cuda_ctrace(b, "h_mixer", l, b->h, 1, D, D);
-        /* MoE, residual 2: norm + router + top-K in one launch, then the experts */
+        /* MoE, residual 2: one kernel (a cluster per expert slot) and the slots' sum, or
+         * norm + router + top-K in one launch, then the experts */
+        if (lc_moe_slots_ok(&cl->router, &cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &cl->down, &cl->sh_down, K)) {
+            LC_CHECK(lc_moe_slots(&cl->router, &cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &cl->down, &cl->sh_down, b->h,
+                                  cl->post_norm, c->rms_eps, b->eo, b->topi, b->topw, b->sgate, ctrl, st));
+            MARK(PROF_MOE);
+            /* the sum's successor may launch early unless it is the lm_head (lc_moe_slots_combine) */
+            LC_CHECK(lc_moe_slots_combine(b->eo, b->h, l + 1 < c->n_layers, ctrl, st));
+            MARK(PROF_MOE);
+            cuda_ctrace(b, "h_moe", l, b->h, 1, D, D);
+            continue;
+        }
         LC_CHECK(lc_moe_router(&cl->router, b->h, cl->post_norm, c->rms_eps, b->xn, b->rl, K, b->topi, b->topw,
                                b->sgate, b->moe_done, ctrl, st));
         MARK(PROF_MOE);

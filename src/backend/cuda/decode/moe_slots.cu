@@ -1,0 +1,322 @@
+/* moe_slots.cu — the decode MoE block (spec §7) as one kernel: a cluster of
+ * 16 blocks per expert slot (8 routed + the shared expert) routes, runs the
+ * slot's gate/up with SwiGLU and its down, and stores the slot's weighted
+ * share of the output; a small kernel adds the nine shares to h in slot
+ * order (deterministic).  moe.cu's three kernels (router, gate/up, down) are
+ * the fallback for other shapes and LILAC_MOE=split.
+ *
+ * Why (docs/PERFORMANCE.md, "where the step goes inside the graph"): the
+ * three kernels add 18 us a layer to the decode step for 3.8 us of bytes,
+ * each mostly the dependent chain after its predecessor's end (the release,
+ * the trip of ids / activations through L2, the block prologue).  Here the
+ * joins stay inside a cluster, in distributed shared memory:
+ *   - routing: every routed cluster computes all 256 expert logits, 16 per
+ *     block, with the router's weights requested before the predecessor
+ *     ends, and broadcasts them to its 16 blocks; each warp then routes by
+ *     itself (moe_route.cuh's topk_warp: the router kernels' sums and order,
+ *     so the same experts) and takes its slot's expert.  The shared slot
+ *     skips routing (its gate/up codes are requested before the wait) and
+ *     computes only the shared expert's gate row.
+ *   - gate/up -> down: block `rank` computes act rows [32 rank, 32 rank + 32)
+ *     from two tasks a warp (gemv_ring.cuh's tiles: u8 codes x s8 digits of
+ *     x on mma.m16n8k32), sends them to the cluster's 16 blocks, and after
+ *     one cluster barrier computes down rows [128 rank, 128 rank + 128) from
+ *     the task requested while the gate/up ran.
+ * x enters as digits of h * norm_w per warp slice (the RMSNorm factor,
+ * which the router's block load computes, multiplies the sums).
+ *
+ * H200, inside the decode graph at 4K (tools/cupti_trace.c, 2026-12-03):
+ * this kernel adds 16.6 us a layer and the sum 0.9, where router, gate/up
+ * and down added 6.4 + 6.6 + 5.6; decode 688.2 against 669.4 tokens/s at
+ * 4K, 622.0 / 609.2 at 32K, 476.5 / 467.5 at 128K (lilac bench, one binary,
+ * median of 3; docs/PERFORMANCE.md).  Where the 16.6 go
+ * (bench/kernels/moe_cluster_test's stamps, routed slots): 2.1-2.5 us from
+ * the release to x, 5-6.5 to the routed ids (of which the warp's top-K
+ * 2.3-2.9), then 0.3 + 1.0-1.2 gate/up, 0.8-1.0 the exchange, 1.3-1.4 the
+ * down. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cluster.cuh"
+#include "backend/cuda/decode/gemv_ring.cuh"
+#include "backend/cuda/decode/moe_route.cuh"
+
+namespace {
+
+using gemv_ring::NSP;
+using gemv_ring::S;
+using gemv_ring::TASK;
+using gemv_ring::WARPS;
+using gemv_stream::cp_commit;
+using gemv_stream::cp_wait;
+using gemv_tq::SLOTS;
+using RQ = qdot<8, 4, 32>; /* the router: 8-bit rows of 2048, a warp a row */
+
+constexpr int CS = 16, I = 512, D = 2048, E = 256, KR = 8, J = KR + 1; /* blocks a slot, expert inner, hidden, experts, top-K, slots */
+constexpr int AR = I / CS, DR = D / CS, RP = E / (CS * WARPS);          /* act rows, down rows, router rows a warp */
+static_assert(AR == 32 && DR == WARPS * 16 && RP * CS * WARPS == E, "block = 2 act row blocks x {gate, up} x 4 K slices");
+constexpr int BFW = (NSP + 1) * 2 * SLOTS; /* one warp's digits of a 512-input slice and the zero span (uint4) */
+
+/* dynamic shared memory, in bytes from the start */
+constexpr size_t O_BF = (size_t)WARPS * S * TASK;          /* rings: 2 tasks a warp */
+constexpr size_t O_XS4 = O_BF + (size_t)WARPS * BFW * 16;  /* the router's x, swizzled (float4) */
+constexpr size_t O_XS = O_XS4 + (size_t)D * 4;             /* per warp: its digits' group scales */
+constexpr size_t O_GU = O_XS + WARPS * 8 * 4;              /* gate/up sums [mat][row block][slice][16] */
+constexpr size_t O_ACT = O_GU + 2 * 2 * 4 * 16 * 4;        /* the slot's 512 activations */
+constexpr size_t O_XCS = O_ACT + I * 4;                    /* the router's x chunk sums */
+constexpr size_t O_SCR = O_XCS + D / RQ::EPC * 4;          /* block reductions */
+constexpr size_t O_LG = O_SCR + 32 * 4;                    /* the 256 expert logits (+ one unused) */
+constexpr size_t O_SEL = O_LG + (E + 4) * 4;               /* per warp: the top-K ids and weights */
+constexpr size_t SMEM = O_SEL + (size_t)WARPS * KR * 8 + 16;
+
+/* LC_MOE_SLOTS_STAMPS (the workshop's build only): thread 0 of each block
+ * records the global timer at eight points of the last launch */
+#ifdef LC_MOE_SLOTS_STAMPS
+__device__ unsigned long long slots_stamps[J * CS][12];
+#define STAMP(i)                                                                                                               \
+    do {                                                                                                                       \
+        if (threadIdx.x == 0) {                                                                                                \
+            unsigned long long t_;                                                                                             \
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                                                            \
+            slots_stamps[blockIdx.x][i] = t_;                                                                                  \
+        }                                                                                                                      \
+    } while (0)
+#else
+#define STAMP(i) (void)0
+#endif
+
+/* grid J x CS blocks in clusters of CS; cluster j < KR: slot j of the
+ * routing, cluster KR: the shared expert.  P[j][d] = w_j down_j . act_j
+ * (sgate for the shared slot).  ids / w / sgate: the routing, for traces. */
+__global__ void __launch_bounds__(WARPS * 32, 2)
+    moe_slots_kernel(lc_qmat R, lc_qmat gate, lc_qmat up, lc_qmat sg, lc_qmat su, lc_qmat down, lc_qmat sdown,
+                     const float *__restrict__ h, const float *__restrict__ norm_w, float eps, float *__restrict__ P,
+                     int32_t *__restrict__ ids, float *__restrict__ w, float *__restrict__ sgate, const lc_ctrl *ctrl) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(16) unsigned char smem[];
+    uint4 *bf = reinterpret_cast<uint4 *>(smem + O_BF);
+    float4 *xs4 = reinterpret_cast<float4 *>(smem + O_XS4);
+    float *xs = reinterpret_cast<float *>(smem + O_XS), *gu = reinterpret_cast<float *>(smem + O_GU);
+    float *act = reinterpret_cast<float *>(smem + O_ACT), *xcs = reinterpret_cast<float *>(smem + O_XCS);
+    float *scratch = reinterpret_cast<float *>(smem + O_SCR), *lg = reinterpret_cast<float *>(smem + O_LG);
+    int32_t *sel_i = reinterpret_cast<int32_t *>(smem + O_SEL);
+    float *sel_w = reinterpret_cast<float *>(sel_i + WARPS * KR), *sgs = sel_w + WARPS * KR;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    const int j = blockIdx.x / CS, mat = warp / 4, k = warp % 4;
+    const uint32_t rank = cluster_rank();
+    const bool shared_slot = j == KR;
+    unsigned char *slot0 = smem + (size_t)warp * S * TASK, *slot1 = slot0 + TASK;
+    STAMP(0);
+
+    /* before the predecessor ends: the router rows' codes (routed slots), or
+     * the shared expert's gate row and its first two gate/up tasks */
+    RQ::chunk rc[RP];
+    if (!shared_slot) {
+#pragma unroll
+        for (int p = 0; p < RP; p++) RQ::fetch(R, 0, (int)rank * WARPS + warp + p * CS * WARPS, lane, rc[p]);
+    } else {
+        if (warp == 0) RQ::fetch(R, 0, E, lane, rc[0]);
+        const uint32_t *mw = mat ? su.w : sg.w; /* by field, not by reference (see gemv_tq.cuh) */
+        const uint16_t *ms = mat ? su.s : sg.s, *mb = mat ? su.b : sg.b;
+        gemv_ring::copy_task<D>(slot0, mw, ms, mb, rank * AR, k);
+        cp_commit();
+        gemv_ring::copy_task<D>(slot1, mw, ms, mb, rank * AR + 16, k);
+        cp_commit();
+    }
+    lc_pdl_wait();
+    STAMP(1);
+    lc_pdl_launch_dependents();
+    if (LC_STOPPED(ctrl)) { /* every block of every cluster: no barrier is left waiting */
+        cp_wait<0>();
+        return;
+    }
+    cluster_arrive_relaxed(); /* the start barrier: peers' shared memory is written only once every block has started */
+
+    /* x: the warp's K slice of h * norm_w as digits (gate/up), then the
+     * block's RMSNorm(h) * norm_w for the router rows */
+    uint4 *bw = bf + warp * BFW;
+    float *xw = xs + warp * 8;
+    float ssq;
+    const float dn = gemv_tq::prep_x_warp<4 * 128>(h + k * 512, bw, xw, norm_w + k * 512, &ssq);
+    const float rr = load_x_smem<D, RQ::EPC>(h, norm_w, eps, nullptr, xs4, xcs, scratch);
+    STAMP(2);
+    float acc[RP];
+    if (!shared_slot) {
+#pragma unroll
+        for (int p = 0; p < RP; p++) acc[p] = router_row<8, 4, 32>(rc[p], true, lane, xs4, xcs);
+    } else if (warp == 0) {
+        const float sl = router_row<8, 4, 32>(rc[0], true, lane, xs4, xcs);
+        if (lane == 0) sgs[0] = sigmoid_f(sl);
+    }
+    STAMP(8);
+    cluster_wait(); /* the start barrier */
+    STAMP(9);
+
+    float wj = 0.0f;
+    if (!shared_slot) {
+        /* the logits to every block, then each warp routes by itself */
+#pragma unroll
+        for (int p = 0; p < RP; p++)
+            if (lane < CS) st_cluster(lg + rank * WARPS + warp + p * CS * WARPS, (uint32_t)lane, acc[p]);
+        if (threadIdx.x == 0) lg[E] = 0.0f; /* topk_warp reads a gate logit there: unused here */
+        cluster_arrive(); /* release: the peers' logits before any block reads them */
+        cluster_wait();
+        STAMP(10);
+        topk_warp<E / 32, true>(lg, E, KR, sel_i + warp * KR, sel_w + warp * KR, scratch + warp);
+        __syncwarp();
+        STAMP(11);
+        int e = sel_i[warp * KR + j];
+        wj = sel_w[warp * KR + j];
+        if (j == 0 && rank == 0 && warp == 0 && lane < KR) ids[lane] = sel_i[lane], w[lane] = sel_w[lane];
+        e = (unsigned)e < (unsigned)gate.n_mat ? e : 0;
+        const uint32_t *mw = mat ? up.w : gate.w;
+        const uint16_t *ms = mat ? up.s : gate.s, *mb = mat ? up.b : gate.b;
+        const size_t arow = (size_t)e * I + rank * AR;
+        gemv_ring::copy_task<D>(slot0, mw, ms, mb, arow, k);
+        cp_commit();
+        gemv_ring::copy_task<D>(slot1, mw, ms, mb, arow + 16, k);
+        cp_commit();
+    }
+    STAMP(3);
+
+    /* gate/up: two tasks a warp; the down task takes slot 0 once it is read */
+    const int e_d = shared_slot ? 0 : sel_i[warp * KR + j];
+    const size_t drow = (size_t)((unsigned)e_d < (unsigned)down.n_mat ? e_d : 0) * D + rank * DR + warp * 16;
+    uint4 xb[NSP][2];
+    gemv_tq::tile<512, NSP>::x_frags(bw, 0, g, c, xb);
+    float ya, yb;
+    {
+        gemv_tq::tile<D, NSP> tl;
+        cp_wait<1>();
+        __syncwarp(); /* the scale and bias rows came through other lanes' copies */
+        STAMP(4);
+        gemv_ring::tile_from<D>(tl, slot0, g, c);
+        __syncwarp(); /* every lane has read slot 0 before the down task refills it */
+        const uint32_t *dw = shared_slot ? sdown.w : down.w;
+        const uint16_t *ds = shared_slot ? sdown.s : down.s, *db = shared_slot ? sdown.b : down.b;
+        gemv_ring::copy_task<I>(slot0, dw, ds, db, drow, 0);
+        cp_commit();
+        tl.dot_x(xb, xw, dn, 0, g, c, ya, yb);
+        if (c == 0) gu[((mat * 2 + 0) * 4 + k) * 16 + g] = rr * ya, gu[((mat * 2 + 0) * 4 + k) * 16 + g + 8] = rr * yb;
+        cp_wait<1>();
+        __syncwarp();
+        gemv_ring::tile_from<D>(tl, slot1, g, c);
+        tl.dot_x(xb, xw, dn, 0, g, c, ya, yb);
+        if (c == 0) gu[((mat * 2 + 1) * 4 + k) * 16 + g] = rr * ya, gu[((mat * 2 + 1) * 4 + k) * 16 + g + 8] = rr * yb;
+    }
+    __syncthreads();
+    STAMP(5);
+    if (threadIdx.x < AR) { /* act row rank AR + threadIdx.x: K slices summed in order, to every block */
+        const int rb = threadIdx.x / 16, r = threadIdx.x % 16;
+        float gs = 0.0f, us = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) gs += gu[((0 * 2 + rb) * 4 + kk) * 16 + r], us += gu[((1 * 2 + rb) * 4 + kk) * 16 + r];
+        const float a = silu_f(gs) * us;
+        for (int q = 0; q < CS; q++) st_cluster(act + rank * AR + threadIdx.x, (uint32_t)q, a);
+    }
+    cluster_arrive(); /* release: every block's act before any block reads it */
+    cluster_wait();
+    STAMP(6);
+
+    /* down: all 512 activations as digits (each warp its own copy), the task in slot 0 */
+    const float dd = gemv_tq::prep_x_warp<I>(act, bw, xw);
+    __syncwarp();
+    gemv_tq::tile<I, NSP>::x_frags(bw, 0, g, c, xb);
+    gemv_tq::tile<I, NSP> td;
+    cp_wait<0>();
+    __syncwarp();
+    gemv_ring::tile_from<I>(td, slot0, g, c);
+    td.dot_x(xb, xw, dd, 0, g, c, ya, yb);
+    if (shared_slot) {
+        wj = sgs[0];
+        if (rank == 0 && threadIdx.x == 0) sgate[0] = wj;
+    }
+    if (c == 0) {
+        float *p = P + (size_t)j * D + rank * DR + warp * 16;
+        p[g] = wj * ya, p[g + 8] = wj * yb;
+    }
+    STAMP(7);
+#else
+    __trap(); /* never launched below sm_90 (slots_ok) */
+#endif
+}
+
+/* h[d] += sum_j P[j][d], slots in order */
+__global__ void moe_slots_combine_kernel(const float *__restrict__ P, float *__restrict__ h, int early, const lc_ctrl *ctrl) {
+    if (early) lc_pdl_launch_dependents(); /* before the wait (see the launcher) */
+    lc_pdl_wait();
+    if (!early) lc_pdl_launch_dependents();
+    if (LC_STOPPED(ctrl)) return;
+    const int d = blockIdx.x * blockDim.x + threadIdx.x;
+    float v[J];
+#pragma unroll
+    for (int q = 0; q < J; q++) v[q] = P[(size_t)q * D + d];
+    float t = 0.0f;
+#pragma unroll
+    for (int q = 0; q < J; q++) t += v[q];
+    h[d] += t;
+}
+
+bool aligned(const lc_qmat *m) { return (((uintptr_t)m->w | (uintptr_t)m->s | (uintptr_t)m->b) & 15) == 0; }
+bool shape(const lc_qmat *m, int bits, int rows, int cols) {
+    return m->bits == bits && m->rows == rows && m->cols == cols && aligned(m);
+}
+
+/* The kernel's attributes (its shared memory, the non-portable cluster of
+ * 16) and whether one cluster fits, once per device. */
+bool slots_fit() {
+    static signed char ok[64]; /* 0 unknown, 1 yes, -1 no */
+    int dev = 0;
+    if (cudaGetDevice(&dev)) return false;
+    signed char *o = &ok[dev & 63];
+    if (*o == 0) {
+        *o = cudaFuncSetAttribute(moe_slots_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) == cudaSuccess &&
+                     cudaFuncSetAttribute(moe_slots_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
+                     cluster_count(moe_slots_kernel, CS, J * CS, WARPS * 32, SMEM) >= 1
+                 ? 1
+                 : -1;
+        (void)cudaGetLastError(); /* a refused attribute leaves no error behind */
+    }
+    return *o > 0;
+}
+
+} // namespace
+
+/* LILAC_MOE=split keeps moe.cu's three kernels (read at each call: the
+ * step is enqueued once per captured graph, and tests switch it) */
+extern "C" int lc_moe_slots_ok(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate,
+                               const lc_qmat *sh_up, const lc_qmat *down, const lc_qmat *sh_down, int K) {
+    const char *s = getenv("LILAC_MOE");
+    return !(s && strcmp(s, "split") == 0) && lc_gemv_kernels() != LC_GEMV_ENGINE && lc_gemv_kernels() != LC_GEMV_STREAM && K == KR &&
+           shape(R, 8, E + 1, D) && R->n_mat == 1 && shape(gate, 4, I, D) && shape(up, 4, I, D) && gate->n_mat == up->n_mat &&
+           shape(sh_gate, 4, I, D) && shape(sh_up, 4, I, D) && shape(down, 4, D, I) && down->n_mat == gate->n_mat &&
+           shape(sh_down, 4, D, I) && slots_fit();
+}
+
+extern "C" cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate,
+                                    const lc_qmat *sh_up, const lc_qmat *down, const lc_qmat *sh_down, const float *h,
+                                    const float *norm_w, float eps, float *P, int32_t *ids, float *w, float *sgate,
+                                    const lc_ctrl *ctrl, cudaStream_t st) {
+    if (!lc_moe_slots_ok(R, gate, up, sh_gate, sh_up, down, sh_down, KR)) return cudaErrorNotSupported;
+    return cluster_launch(moe_slots_kernel, CS, dim3(J * CS), dim3(WARPS * 32), SMEM, st, *R, *gate, *up, *sh_gate, *sh_up, *down,
+                          *sh_down, h, norm_w, eps, P, ids, w, sgate, ctrl);
+}
+
+#ifdef LC_MOE_SLOTS_STAMPS
+/* the last launch's stamps: [J * CS][12] nanoseconds */
+extern "C" cudaError_t lc_moe_slots_stamps(unsigned long long *out) {
+    return cudaMemcpyFromSymbol(out, slots_stamps, sizeof slots_stamps);
+}
+#endif
+
+/* early: the combine lets its successor launch before it waits (the one
+ * exception to common.cuh's order), for a successor that reads only weights
+ * before its own wait (a layer's in_proj or q|k|v): its codes stream while
+ * the MoE kernel runs, as they did behind tq_down, and h it reads after the
+ * wait, which this kernel's completion (after the MoE kernel's) releases.
+ * The decode step's last combine keeps the order: the lm_head launched that
+ * early measured 104.8 instead of 82.4 us inside the graph (H200). */
+extern "C" cudaError_t lc_moe_slots_combine(const float *P, float *h, int early, const lc_ctrl *ctrl, cudaStream_t st) {
+    return gemv_stream::launch_k(moe_slots_combine_kernel, dim3(D / 256), dim3(256), 0, st, true, P, h, early, ctrl);
+}
