@@ -128,11 +128,12 @@ for l in a:
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_step_test --quick > "$OUT/${tool}_gdn_step.log" 2>&1
             echo "$tool gdn_step --quick rc=$?"; grep -E "SUMMARY|all ok|FAIL" "$OUT/${tool}_gdn_step.log" | head -3
         done ;;
-    moecl) # the MoE cluster workshop (gate/up and down of a slot joined in a cluster) against tq_gate_up + tq_down, then the sanitizers
+    moecl) # the MoE cluster workshop (gate/up and down of a slot joined in a cluster) against tq_gate_up + tq_down, the engine's
+        # one-kernel MoE (lc_moe_slots) against its three kernels with its phase stamps, then the sanitizers
         [ -x build/kernels/moe_cluster_test ] || sh bench/kernels/build_moe_cluster.sh > "$OUT/build_moe_cluster.log" 2>&1
         timeout 120 build/kernels/moe_cluster_test 2>&1 | tee "$OUT/moe_cluster.log"
         for tool in memcheck racecheck synccheck; do
-            timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/moe_cluster_test --quick > "$OUT/${tool}_moecl.log" 2>&1
+            timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/moe_cluster_test --quick > "$OUT/${tool}_moecl.log" 2>&1
             echo "$tool moe_cluster --quick rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_moecl.log"
         done ;;
     persist) # the persistent decode chain workshop
@@ -148,7 +149,7 @@ for l in a:
         fi ;;
     cupti) # per-kernel times inside the decode graph at 4K (tools/cupti_trace.c: no nsys report here), then tools/graph_trace.py;
         # CUPTI_VARIANTS: env settings to trace one after another ("-" the default; commas join settings),
-        # e.g. "- LILAC_ROUTER=block,LILAC_GATE_UP=xw"
+        # e.g. "- LILAC_MOE=split LILAC_MOE=split,LILAC_ROUTER=block"
         CUPTI_LIB=$(sh tools/build_cupti_trace.sh /tmp/libcupti_trace.so) || { echo "cupti: skipped (tracer not built)"; continue; }
         for v in ${CUPTI_VARIANTS:--}; do
             tag=$(echo "$v" | tr -c 'a-zA-Z0-9\n' _)
@@ -164,15 +165,15 @@ for l in a:
         for f in block split split8; do echo "LILAC_GDN_STEP=$f"; LILAC_GDN_STEP=$f timeout 100 $B/lilac bench --synthetic --decode 4096 -n 256 --repeats 3 2>&1 | tee "$OUT/bench_dec_gdn_$f.txt" | grep -E "^\| [0-9]|step:|DeltaNet"; done ;;
     decab) # decode at 4K, 32K and 128K, the default kernels against LILAC_GEMV=stream, same binary
         for k in auto stream; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 200 $B/lilac bench --synthetic --decode 4096,32768,131072 -n 256 --repeats 3 2>&1 | tee "$OUT/bench_dec_$k.txt" | grep -E "^\| [0-9]|step:|roofline"; done ;;
-    decnext) # decode at 4K, 32K and 128K: the default (cluster router) against the block router and the per-warp-x gate/up, same binary
-        for v in "" "LILAC_ROUTER=block" "LILAC_GATE_UP=xw" "LILAC_ROUTER=block LILAC_GATE_UP=xw"; do
+    decnext) # decode at 4K, 32K and 128K: the default (the MoE as one kernel) against the split MoE (cluster router) and its variants, same binary
+        for v in "" "LILAC_MOE=split" "LILAC_MOE=split LILAC_ROUTER=block" "LILAC_MOE=split LILAC_GATE_UP=xw"; do
             echo "${v:-default}"; env $v timeout 100 $B/lilac bench --synthetic --decode ${DEC:-4096,32768,131072} -n 256 --repeats ${REPEATS:-3} 2>&1 | grep -E "^\| [0-9]"
         done ;;
-    realnext) # the GPU tests and the sanitizers with the opt-in per-warp-x gate/up
-        LILAC_GATE_UP=xw timeout 300 $B/tests/test_gpu_backend 2>&1 | tee "$OUT/gpu_backend_next.log" | grep -E "top-1|KL|checks|FAIL"
-        LILAC_GATE_UP=xw timeout 100 $B/tests/test_gpu_sample 2>&1 | tail -1
+    realnext) # the GPU tests and the sanitizers with the split MoE and its opt-in per-warp-x gate/up
+        LILAC_MOE=split LILAC_GATE_UP=xw timeout 300 $B/tests/test_gpu_backend 2>&1 | tee "$OUT/gpu_backend_next.log" | grep -E "top-1|KL|checks|FAIL"
+        LILAC_MOE=split LILAC_GATE_UP=xw timeout 100 $B/tests/test_gpu_sample 2>&1 | tail -1
         for tool in memcheck racecheck synccheck; do
-            LILAC_GATE_UP=xw timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate > "$OUT/${tool}_next.log" 2>&1
+            LILAC_MOE=split LILAC_GATE_UP=xw timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate > "$OUT/${tool}_next.log" 2>&1
             echo "$tool next rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_next.log"
         done ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;

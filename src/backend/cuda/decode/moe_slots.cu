@@ -27,13 +27,12 @@
  *
  * H200, inside the decode graph at 4K (tools/cupti_trace.c, 2026-12-03):
  * this kernel adds 16.6 us a layer and the sum 0.9, where router, gate/up
- * and down added 6.4 + 6.6 + 5.6; decode 688.2 against 669.4 tokens/s at
- * 4K, 622.0 / 609.2 at 32K, 476.5 / 467.5 at 128K (lilac bench, one binary,
- * median of 3; docs/PERFORMANCE.md).  Where the 16.6 go
- * (bench/kernels/moe_cluster_test's stamps, routed slots): 2.1-2.5 us from
- * the release to x, 5-6.5 to the routed ids (of which the warp's top-K
- * 2.3-2.9), then 0.3 + 1.0-1.2 gate/up, 0.8-1.0 the exchange, 1.3-1.4 the
- * down. */
+ * and down added 6.1-6.4 + 6.6 + 5.6; decode 688.2 against 669.4 tokens/s
+ * at 4K, 622.0 / 609.2 at 32K, 476.5 / 467.5 at 128K (lilac bench, one
+ * binary, median of 3; docs/PERFORMANCE.md).  Where the 16.6 go
+ * (bench/kernels/moe_cluster_test's stamps, routed slots): 2.1-2.3 us from
+ * the release to x, 5.5-6.5 to the routed ids (of which the warp's top-K
+ * ~2.9), then 0.3 + 1.0-1.2 gate/up, 0.8-0.9 the exchange, 1.4 the down. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
