@@ -121,7 +121,7 @@ static int dev_open(dev *d, int V) {
     d->V = V;
     if (cudaStreamCreateWithFlags(&d->st, cudaStreamNonBlocking) || cudaMalloc(&d->base, lc_sampler_bytes(V)) ||
         cudaMalloc((void **)&d->logits, (size_t)V * 4) || cudaMalloc((void **)&d->ctrl, sizeof(lc_ctrl)) ||
-        cudaMalloc((void **)&d->out, DRAWS * 4) || cudaMemset(d->ctrl, 0, sizeof(lc_ctrl)))
+        cudaMalloc((void **)&d->out, DRAWS * 4) || cudaMemsetAsync(d->ctrl, 0, sizeof(lc_ctrl), d->st))
         return 0;
     lc_sampler_carve(d->base, V, &d->s);
     return lc_sampler_clear(&d->s, d->st) == cudaSuccess && cudaStreamSynchronize(d->st) == cudaSuccess;
@@ -180,9 +180,16 @@ static double draw_many(dev *d, const lilac_sampling *sp, const uint8_t *seen, i
     return 1000.0 * ms / n;
 }
 
-static void upload(dev *d, const float *lg) {
-    CHECK(cudaMemcpy(d->logits, lg, (size_t)d->V * 4, cudaMemcpyHostToDevice) == cudaSuccess, "upload");
+/* Host to device on the test's stream, then waits for it: a plain cudaMemcpy
+ * runs on the legacy stream, which kernels on a non-blocking stream do not
+ * wait for, and from pageable memory it may return before its DMA lands
+ * (a masked argmax once read the previous mask that way). */
+static int to_dev(dev *d, void *dst, const void *src, size_t n) {
+    return cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, d->st) == cudaSuccess &&
+           cudaStreamSynchronize(d->st) == cudaSuccess;
 }
+
+static void upload(dev *d, const float *lg) { CHECK(to_dev(d, d->logits, lg, (size_t)d->V * 4), "upload"); }
 
 static uint64_t lcg(uint64_t *x) {
     *x = *x * 6364136223846793005ull + 1442695040888963407ull;
@@ -414,7 +421,7 @@ static double time_graph(const lilac_sampling *sp, int lp, int n_top, int argmax
     cudaEvent_t a = NULL, z = NULL;
     double us = -1;
     int ok = cudaMalloc((void **)&part, 1024 * 4) == cudaSuccess && cudaMalloc((void **)&done, 4) == cudaSuccess &&
-             cudaMemset(done, 0, 4) == cudaSuccess && lc_sampler_begin(&D.s, &prm, NULL, D.st) == cudaSuccess &&
+             cudaMemsetAsync(done, 0, 4, D.st) == cudaSuccess && lc_sampler_begin(&D.s, &prm, NULL, D.st) == cudaSuccess &&
              lc_ctrl_begin(D.ctrl, DRAWS, D.st) == cudaSuccess && cudaStreamSynchronize(D.st) == cudaSuccess;
     ok = ok && cudaStreamBeginCapture(D.st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
     if (ok) {
@@ -503,7 +510,7 @@ static void test_masked(void) {
     REQUIRE(cudaMalloc((void **)&D.allow, words * sizeof *bits) == cudaSuccess, "device mask");
     for (int few = 0; few < 2; few++) {
         make_mask(bits, few);
-        CHECK(cudaMemcpy(D.allow, bits, words * sizeof *bits, cudaMemcpyHostToDevice) == cudaSuccess, "mask upload");
+        CHECK(to_dev(&D, D.allow, bits, words * sizeof *bits), "mask upload");
         for (int i = 0; i < VBIG; i++) masked[i] = bit(bits, i) ? big_logits[i] : -INFINITY;
         /* masked argmax = the host's greedy pick */
         float *part = NULL;
@@ -511,7 +518,7 @@ static void test_masked(void) {
         int32_t id = -1;
         lilac_sampling g = lilac_sampling_greedy();
         int ok = cudaMalloc((void **)&part, 2048 * 4) == cudaSuccess && cudaMalloc((void **)&done, 4) == cudaSuccess &&
-                 cudaMemset(done, 0, 4) == cudaSuccess && lc_ctrl_begin(D.ctrl, 1, D.st) == cudaSuccess &&
+                 cudaMemsetAsync(done, 0, 4, D.st) == cudaSuccess && lc_ctrl_begin(D.ctrl, 1, D.st) == cudaSuccess &&
                  lc_argmax(D.logits, VBIG, part, done, D.out, NULL, 0, 0, D.allow, D.ctrl, D.st) == cudaSuccess &&
                  lc_ctrl_end(D.ctrl, D.st) == cudaSuccess &&
                  cudaMemcpyAsync(&id, D.out, 4, cudaMemcpyDeviceToHost, D.st) == cudaSuccess &&

@@ -448,7 +448,10 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
             goto fail;
         }
     }
-    if (cudaStreamSynchronize(b->st) != cudaSuccess || cudaGetLastError() != cudaSuccess) {
+    /* the whole device, not b->st: upload() and the memsets above ran on the
+     * legacy stream, which b->st (non-blocking) does not wait for, and a
+     * pageable cudaMemcpy may return before its DMA has landed */
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaGetLastError() != cudaSuccess) {
         lilac_fail(e, LILAC_EBACKEND, "CUDA: weight upload failed");
         goto fail;
     }

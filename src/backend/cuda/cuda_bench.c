@@ -132,7 +132,8 @@ lilac_status cuda_profile(lilac_backend *b, lilac_state *s, lilac_profile *p, li
     free(prof);
     /* replays advanced the state: keep the host mirror in step */
     lc_ctrl h;
-    LC_CHECK(cudaMemcpy(&h, s->ctrl, sizeof h, cudaMemcpyDeviceToHost));
+    LC_CHECK(cudaMemcpyAsync(&h, s->ctrl, sizeof h, cudaMemcpyDeviceToHost, b->st)); /* after lc_ctrl_end, on its stream */
+    LC_CHECK(cudaStreamSynchronize(b->st));
     s->pos = h.pos;
     return st;
 }
