@@ -136,6 +136,11 @@ for l in a:
             timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/moe_cluster_test --quick > "$OUT/${tool}_moecl.log" 2>&1
             echo "$tool moe_cluster --quick rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_moecl.log"
         done ;;
+    topk) # the routing top-K alone: moe_route.cuh's topk_warp against its variants, cycles per call cold and warm, then memcheck
+        [ -x build/kernels/topk_test ] || sh bench/kernels/build_topk.sh > "$OUT/build_topk.log" 2>&1
+        timeout 60 build/kernels/topk_test 2>&1 | tee "$OUT/topk.log"
+        timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/kernels/topk_test --quick > "$OUT/memcheck_topk.log" 2>&1
+        echo "memcheck topk --quick rc=$?"; grep SUMMARY "$OUT/memcheck_topk.log" ;;
     persist) # the persistent decode chain workshop
         [ -x build/kernels/persist_chain_test ] || sh bench/kernels/build_persist.sh > "$OUT/build_persist.log" 2>&1
         timeout 120 build/kernels/persist_chain_test 2>&1 | tee "$OUT/persist.log" | tail -14 ;;

@@ -1,0 +1,246 @@
+/* topk_test.cu — workshop for the decode routing's top-K (issue 14).
+ *
+ * Why: inside lc_moe_slots (decode/moe_slots.cu) the routed clusters spend
+ * ~2.9 us of a ~16.6 us kernel in moe_route.cuh's topk_warp (global-timer
+ * stamps, H200, docs/PERFORMANCE.md), and the router kernels end with the
+ * same code.  A form on redux.sync shortened those stamps to 2.27 us but not
+ * the decode step, so before the next change this measures the top-K alone,
+ * in clock64 cycles per call of one warp with the 256 logits in shared
+ * memory, warm (the mean of later calls) and cold (the first call of the
+ * launch: instruction cache and all), for:
+ *   0 engine     moe_route.cuh's topk_warp (5 dependent shuffle pairs a round)
+ *   1 redux      a round = __reduce_max_sync of the lanes' best keys, then
+ *                __reduce_min_sync of the ids holding it (this session's form)
+ *   2 engine-q   0 with the K divisions after the rounds (each v / sum kept)
+ *   3 redux-q    1 with the divisions after the rounds
+ * Every variant must give variant 0's ids and weights bit for bit, on random
+ * logits, logits with exact ties, and a set with -inf entries (checked on
+ * the host).  Compiled 2026-12-03 after the session's device time was spent;
+ * not yet run.
+ *   sh bench/kernels/build_topk.sh && build/kernels/topk_test [--quick] */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "backend/cuda/decode/moe_route.cuh"
+
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t err_ = (x);                                                                    \
+        if (err_) {                                                                                \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_));   \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+constexpr int E = 256, K = 8, EPL = E / 32, WARPS = 8, NV = 4;
+
+__device__ __forceinline__ uint32_t order_key(float f) {
+    const uint32_t u = __float_as_uint(f);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+__device__ __forceinline__ float from_order_key(uint32_t k) { return __uint_as_float(k & 0x80000000u ? k & 0x7fffffffu : ~k); }
+
+/* The softmax numerators p (exp(l - max), -1 for none) and their sum, as topk_warp */
+__device__ __forceinline__ float softmax_p(const float *lg, float (&p)[EPL], bool redux) {
+    const int lane = threadIdx.x & 31;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < EPL; i++) p[i] = lg[lane + 32 * i], mx = fmaxf(mx, p[i]);
+    mx = redux ? from_order_key(__reduce_max_sync(0xffffffffu, order_key(mx))) : warp_max(mx);
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < EPL; i++) sum += (p[i] = expf(p[i] - mx));
+    return warp_sum(sum);
+}
+
+/* One round's pick: the largest p, ties to the lowest id, by shuffle pairs */
+__device__ __forceinline__ void pick_shfl(float (&p)[EPL], float &v, int &idx) {
+    const int lane = threadIdx.x & 31;
+    v = -1.0f, idx = 0x7fffffff;
+#pragma unroll
+    for (int i = 0; i < EPL; i++)
+        if (p[i] > v) v = p[i], idx = lane + 32 * i;
+    for (int o = 16; o > 0; o >>= 1) {
+        const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+        const int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
+        if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
+    }
+#pragma unroll
+    for (int i = 0; i < EPL; i++)
+        if (lane + 32 * i == idx) p[i] = -2.0f;
+}
+
+/* variants 1 and 3's state: keys (bits of p + 1, 0 once taken), the lane's best */
+struct keys {
+    uint32_t k[EPL], best;
+    int bi;
+    __device__ __forceinline__ void init(const float (&p)[EPL]) {
+#pragma unroll
+        for (int i = 0; i < EPL; i++) k[i] = __float_as_uint(p[i]) + 1u;
+        rescan();
+    }
+    __device__ __forceinline__ void rescan() {
+        best = 0, bi = 0;
+#pragma unroll
+        for (int i = 0; i < EPL; i++)
+            if (k[i] > best) best = k[i], bi = i;
+    }
+    __device__ __forceinline__ void pick(float &v, int &idx) {
+        const int lane = threadIdx.x & 31;
+        const uint32_t m = __reduce_max_sync(0xffffffffu, best);
+        idx = (int)__reduce_min_sync(0xffffffffu, best == m ? (uint32_t)(lane + 32 * bi) : 0xffffffffu);
+        v = __uint_as_float(m - 1u);
+        if (lane == (idx & 31)) {
+#pragma unroll
+            for (int i = 0; i < EPL; i++)
+                if (i == idx >> 5) k[i] = 0;
+            rescan();
+        }
+    }
+};
+
+template <int VAR>
+__device__ __forceinline__ void topk(const float *lg, int32_t *ids, float *w) {
+    if constexpr (VAR == 0) {
+        float sg;
+        topk_warp<EPL, true>(lg, E, K, ids, w, &sg);
+        return;
+    } else {
+        const int lane = threadIdx.x & 31;
+        float p[EPL];
+        const float sum = softmax_p(lg, p, VAR == 1 || VAR == 3);
+        keys ks;
+        if constexpr (VAR == 1 || VAR == 3) ks.init(p);
+        float wsum = 0.0f, mine = 0.0f, vk[K];
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            float v;
+            int idx;
+            if constexpr (VAR == 2) pick_shfl(p, v, idx);
+            else ks.pick(v, idx);
+            if (lane == 0) ids[k] = idx;
+            if constexpr (VAR == 1) {
+                wsum += v / sum;
+                if (lane == k) mine = v / sum;
+            } else {
+                vk[k] = v;
+            }
+        }
+        if constexpr (VAR != 1) { /* the same quotients, summed in the same order */
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const float q = vk[k] / sum;
+                wsum += q;
+                if (lane == k) mine = q;
+            }
+        }
+        if (lane < K) w[lane] = mine / wsum;
+    }
+}
+
+/* One block of WARPS warps (as lc_moe_slots: every warp routes); calls
+ * `reps` times on set (r % nsets) of the logits; warp 0 lane 0 records the
+ * cycles of its first call and the sum over the others; every call's ids and
+ * weights of warp 0 go to out (per set, the last write wins). */
+template <int VAR>
+__global__ void __launch_bounds__(WARPS * 32) topk_kernel(const float *__restrict__ lgs, int nsets, int reps, int32_t *ids_out,
+                                                          float *w_out, long long *cyc) {
+    __shared__ float lg[2][E + 1];
+    __shared__ int32_t si[WARPS][K];
+    __shared__ float sw[WARPS][K];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    long long first = 0, rest = 0;
+    for (int r = 0; r < reps; r++) {
+        const int set = r % nsets;
+        float *l = lg[r & 1];
+        for (int e = threadIdx.x; e <= E; e += blockDim.x) l[e] = e < E ? lgs[(size_t)set * E + e] : 0.0f;
+        __syncthreads();
+        const long long t0 = clock64();
+        topk<VAR>(l, si[warp], sw[warp]);
+        __syncwarp();
+        const long long t1 = clock64();
+        if (r == 0) first = t1 - t0;
+        else rest += t1 - t0;
+        if (warp == 0 && lane < K) ids_out[set * K + lane] = si[0][lane], w_out[set * K + lane] = sw[0][lane];
+    }
+    if (threadIdx.x == 0) cyc[0] = first, cyc[1] = rest;
+}
+
+static void launch(int var, const float *lgs, int nsets, int reps, int32_t *ids, float *w, long long *cyc) {
+    switch (var) {
+    case 0: topk_kernel<0><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
+    case 1: topk_kernel<1><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
+    case 2: topk_kernel<2><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
+    default: topk_kernel<3><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
+    }
+    CK(cudaGetLastError());
+}
+
+int main(int argc, char **argv) {
+    const bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    const int nsets = quick ? 8 : 64, reps = quick ? 16 : 4096;
+    /* sets: random logits (the router's spread), every fourth with exact ties
+     * (values on a coarse grid), the last with -inf entries */
+    std::vector<float> h((size_t)nsets * E);
+    uint64_t x = 12345;
+    for (int s = 0; s < nsets; s++)
+        for (int e = 0; e < E; e++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            const float u = (float)((x >> 40) & 0xffffff) / 16777216.0f;
+            float v = 4.0f * u - 2.0f;
+            if (s % 4 == 1) v = floorf(v * 4.0f) / 4.0f; /* 16 distinct values: ties in the top 8 */
+            if (s == nsets - 1 && e % 3 == 0) v = -INFINITY;
+            h[(size_t)s * E + e] = v;
+        }
+    float *d_lg, *d_w;
+    int32_t *d_ids;
+    long long *d_cyc;
+    CK(cudaMalloc(&d_lg, h.size() * 4));
+    CK(cudaMalloc(&d_w, (size_t)nsets * K * 4));
+    CK(cudaMalloc(&d_ids, (size_t)nsets * K * 4));
+    CK(cudaMalloc(&d_cyc, 2 * sizeof(long long)));
+    CK(cudaMemcpy(d_lg, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+    int clk = 0;
+    CK(cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, 0)); /* kHz */
+    const char *names[NV] = {"engine (shuffle pairs)", "redux", "engine, divisions after", "redux, divisions after"};
+    std::vector<int32_t> ref_ids;
+    std::vector<float> ref_w;
+    int failures = 0;
+    printf("top-%d of %d logits, one warp of %d routing, %d calls (%d sets); SM clock %.0f MHz\n", K, E, WARPS, reps, nsets,
+           clk / 1e3);
+    printf("  %-28s %10s %10s %10s %10s  %s\n", "variant", "cold cyc", "warm cyc", "cold us", "warm us", "vs engine");
+    for (int v = 0; v < NV; v++) {
+        launch(v, d_lg, nsets, reps, d_ids, d_w, d_cyc);
+        CK(cudaDeviceSynchronize());
+        std::vector<int32_t> ids((size_t)nsets * K);
+        std::vector<float> w((size_t)nsets * K);
+        long long cyc[2];
+        CK(cudaMemcpy(ids.data(), d_ids, ids.size() * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(w.data(), d_w, w.size() * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(cyc, d_cyc, sizeof cyc, cudaMemcpyDeviceToHost));
+        int differ = 0;
+        if (v == 0) ref_ids = ids, ref_w = w;
+        else
+            for (size_t i = 0; i < ids.size(); i++) differ += ids[i] != ref_ids[i] || memcmp(&w[i], &ref_w[i], 4) != 0;
+        /* the reference's own sanity: distinct ids, weights summing to 1 */
+        for (int s = 0; v == 0 && s < nsets; s++) {
+            double t = 0;
+            for (int k = 0; k < K; k++) {
+                t += w[(size_t)s * K + k];
+                for (int j = 0; j < k; j++) differ += ids[(size_t)s * K + j] == ids[(size_t)s * K + k];
+            }
+            differ += fabs(t - 1.0) > 1e-5;
+        }
+        failures += differ != 0;
+        const double warm = reps > 1 ? (double)cyc[1] / (reps - 1) : 0;
+        printf("  %-28s %10lld %10.0f %10.2f %10.2f  %s\n", names[v], cyc[0], warm, cyc[0] * 1e3 / clk, warm * 1e3 / clk,
+               differ ? "DIFFER" : v ? "identical" : "(reference)");
+    }
+    cudaFree(d_lg), cudaFree(d_w), cudaFree(d_ids), cudaFree(d_cyc);
+    printf("%s: %d failure(s)\n", failures ? "FAILED" : "all ok", failures);
+    return failures ? 1 : 0;
+}
