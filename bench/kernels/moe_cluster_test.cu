@@ -46,6 +46,13 @@
  * within 1e-4 of max |h|), and the phases of lc_moe_slots' last launch
  * from its global-timer stamps (build_moe_cluster.sh compiles moe_slots.cu
  * with LC_MOE_SLOTS_STAMPS).  H200 runs: docs/PERFORMANCE.md.
+ *
+ * Last, a layer's out_proj and MoE: the engine's out_proj -> lc_moe_slots
+ * -> sum against the early routing (namespace early: the ids chosen from h
+ * and the mixer's output beside out_proj, the experts' codes requested
+ * before their kernel's wait), checked against each other (same ids, h
+ * within 1e-4 of max |h|).  Written 2026-12-03 after the session's device
+ * time was spent: compiled, not yet run.
  *   sh bench/kernels/build_moe_cluster.sh && build/kernels/moe_cluster_test [--quick] */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -57,6 +64,7 @@
 
 #include "backend/cuda/cluster.cuh"
 #include "backend/cuda/decode/gemv_ring.cuh"
+#include "backend/cuda/decode/moe_route.cuh"
 #include "workshop.h"
 
 static int g_quick = 0, g_failures = 0;
@@ -77,23 +85,32 @@ constexpr int AR = I / CS, DR = D / CS;                /* act rows and down rows
 static_assert(AR == 32 && DR == WARPS * 16 && WARPS == 8, "block = 2 act row blocks x {gate, up} x 4 K slices; 8 down row blocks");
 constexpr int BFW = (NSP + 1) * 2 * SLOTS;             /* one warp's digits of a 512-input slice and the zero span */
 constexpr size_t SMEM = (size_t)WARPS * S * TASK + (size_t)WARPS * BFW * 16 +
-                        (WARPS * 8 + 2 * 2 * 4 * 16 + I) * sizeof(float); /* rings, digits, group sums, gate/up sums, act */
+                        (WARPS * 8 + 2 * 2 * 4 * 16 + I + 4) * sizeof(float); /* rings, digits, group sums, gate/up sums, act, sum h^2 */
 
-/* slot j: expert ids[j] of gate/up/down (j < 8) or the shared expert (j = 8) */
+/* slot j: expert ids[j] of gate/up/down (j < 8) or the shared expert (j = 8).
+ * PRE (the early routing, namespace early below): ids and the logits z
+ * [257] were written before the predecessor (which waited for them), so
+ * every slot's codes are requested before the wait; x is RMSNorm(h) *
+ * norm_w made here (digits of h * norm_w, the factor on the sums), and the
+ * weights are the renormalised softmax of rr z over the 8 ids (the shared
+ * slot: sigmoid(rr z[256])).  Else x is normalised already, wts / sgate
+ * the router's. */
+template <bool PRE>
 __global__ void __launch_bounds__(WARPS * 32, 2)
     moe_cluster_kernel(lc_qmat gate, lc_qmat up, lc_qmat sg, lc_qmat su, lc_qmat down, lc_qmat sdown,
                        const int32_t *__restrict__ ids, const float *__restrict__ wts, const float *__restrict__ sgate,
-                       const float *__restrict__ x, float *__restrict__ P, const lc_ctrl *ctrl) {
+                       const float *__restrict__ x, float *__restrict__ P, const float *__restrict__ z,
+                       const float *__restrict__ nw, float eps, const lc_ctrl *ctrl) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(16) unsigned char smem[];
     uint4 *bf = reinterpret_cast<uint4 *>(smem + WARPS * S * TASK);
-    float *xs = reinterpret_cast<float *>(bf + WARPS * BFW), *gu = xs + WARPS * 8, *act = gu + 2 * 2 * 4 * 16;
+    float *xs = reinterpret_cast<float *>(bf + WARPS * BFW), *gu = xs + WARPS * 8, *act = gu + 2 * 2 * 4 * 16, *ssq = act + I;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
     const int j = blockIdx.x / CS, mat = warp / 4, k = warp % 4;
     const uint32_t rank = cluster_rank();
     const bool shared_slot = j == J - 1;
-    if (!shared_slot) lc_pdl_wait(); /* the routed slots need the router's ids */
-    asm volatile("" ::: "memory");   /* ids[] after the conditional wait (see moe.cu) */
+    if (!PRE && !shared_slot) lc_pdl_wait(); /* the routed slots need the router's ids */
+    asm volatile("" ::: "memory");           /* ids[] after the conditional wait (see moe.cu) */
     int e = shared_slot ? 0 : __ldcg(ids + j);
     e = (unsigned)e < (unsigned)gate.n_mat ? e : 0;
     /* the warp's matrix by field, not by reference (see gemv_tq.cuh) */
@@ -106,7 +123,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
     cp_commit();
     gemv_ring::copy_task<D>(slot1, mw, ms, mb, arow + 16, k);
     cp_commit();
-    if (shared_slot) lc_pdl_wait(); /* the shared expert's codes were requested while the router drained */
+    if (PRE || shared_slot) lc_pdl_wait(); /* codes requested while the predecessor drained */
     lc_pdl_launch_dependents();
     if (LC_STOPPED(ctrl)) { /* every block of every cluster (ctrl is the same for all): no barrier is left waiting */
         cp_wait<0>();
@@ -117,7 +134,10 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
     /* gate/up: the warp's K slice of x as digits, then its two tasks */
     uint4 *bw = bf + warp * BFW;
     float *xw = xs + warp * 8;
-    float dn = gemv_tq::prep_x_warp<4 * 128>(x + k * 512, bw, xw);
+    float ss = 0.0f;
+    float dn = PRE ? gemv_tq::prep_x_warp<4 * 128>(x + k * 512, bw, xw, nw + k * 512, &ss)
+                   : gemv_tq::prep_x_warp<4 * 128>(x + k * 512, bw, xw);
+    if (PRE && mat == 0 && lane == 0) ssq[k] = ss; /* slice k's sum of h^2 (warps 0-3 hold the four slices) */
     __syncwarp();
     uint4 xb[NSP][2];
     gemv_tq::tile<512, NSP>::x_frags(bw, 0, g, c, xb);
@@ -141,12 +161,14 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         if (c == 0) gu[((mat * 2 + 1) * 4 + k) * 16 + g] = ya, gu[((mat * 2 + 1) * 4 + k) * 16 + g + 8] = yb;
     }
     __syncthreads();
+    const float rr = PRE ? rsqrtf((ssq[0] + ssq[1] + ssq[2] + ssq[3]) / (float)D + eps) : 1.0f;
     float a = 0.0f;
     if (threadIdx.x < AR) { /* act row rank AR + threadIdx.x: K slices summed in order */
         const int rb = threadIdx.x / 16, r = threadIdx.x % 16;
         float gs = 0.0f, us = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) gs += gu[((0 * 2 + rb) * 4 + kk) * 16 + r], us += gu[((1 * 2 + rb) * 4 + kk) * 16 + r];
+        gs *= rr, us *= rr;
         a = silu_f(gs) * us;
     }
     cluster_wait(); /* the start barrier */
@@ -164,7 +186,14 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
     __syncwarp();
     gemv_ring::tile_from<I>(td, slot0, g, c);
     td.dot_x(xb, xw, dn, 0, g, c, ya, yb);
-    const float wj = shared_slot ? sgate[0] : wts[j];
+    float wj;
+    if (!PRE) wj = shared_slot ? sgate[0] : wts[j];
+    else if (shared_slot) wj = sigmoid_f(rr * z[256]);
+    else { /* exp(rr z_j) / sum over the 8 of exp(rr z_k), from the largest */
+        const float zl = lane < 8 ? rr * z[ids[lane] & 255] : -INFINITY, zm = warp_max(zl);
+        const float ez = lane < 8 ? expf(zl - zm) : 0.0f, den = warp_sum(ez);
+        wj = __shfl_sync(0xffffffffu, ez, j) / den;
+    }
     if (c == 0) {
         float *p = P + (size_t)j * D + rank * DR + warp * 16;
         p[g] = wj * ya, p[g + 8] = wj * yb;
@@ -191,9 +220,10 @@ __global__ void combine_kernel(const float *__restrict__ P, float *__restrict__ 
 }
 
 /* The kernel's attributes: its shared memory, the non-portable cluster size 16 */
+template <bool PRE = false>
 static cudaError_t set_attributes() {
-    const cudaError_t err = cudaFuncSetAttribute(moe_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
-    return err ? err : cudaFuncSetAttribute(moe_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    const cudaError_t err = cudaFuncSetAttribute(moe_cluster_kernel<PRE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
+    return err ? err : cudaFuncSetAttribute(moe_cluster_kernel<PRE>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
 }
 
 static cudaError_t launch(const lc_qmat &gate, const lc_qmat &up, const lc_qmat &sg, const lc_qmat &su, const lc_qmat &down,
@@ -205,16 +235,111 @@ static cudaError_t launch(const lc_qmat &gate, const lc_qmat &up, const lc_qmat 
         if (err) return err;
         set = true;
     }
-    return cluster_launch(moe_cluster_kernel, CS, dim3(J * CS), dim3(WARPS * 32), SMEM, st, gate, up, sg, su, down, sdown, ids,
-                          w, sgate, x, P, (const lc_ctrl *)nullptr);
+    return cluster_launch(moe_cluster_kernel<false>, CS, dim3(J * CS), dim3(WARPS * 32), SMEM, st, gate, up, sg, su, down, sdown,
+                          ids, w, sgate, x, P, (const float *)nullptr, (const float *)nullptr, 0.0f, (const lc_ctrl *)nullptr);
 }
 
 /* How many clusters of CS blocks with SMEM bytes can be resident at once */
 static int max_clusters() {
-    return set_attributes() ? 0 : cluster_count(moe_cluster_kernel, CS, J * CS, WARPS * 32, SMEM);
+    return set_attributes() ? 0 : cluster_count(moe_cluster_kernel<false>, CS, J * CS, WARPS * 32, SMEM);
 }
 
 } // namespace moe_cluster
+
+/* ---- the early routing (docs/PERFORMANCE.md, "What limits the step now", 1) ----
+ * The top-K's order does not depend on the RMSNorm factor, and the router is
+ * linear: R diag(nw) (h + W_o m) = R diag(nw) h + M m, M = R diag(nw) W_o.
+ * So route_z_kernel chooses the ids from h before out_proj and the mixer's
+ * output m, and out_proj (ring_gemv<4096, true>: no wait before its work)
+ * runs beside it; out_proj waits for it before its stores, so the expert
+ * kernel (moe_cluster_kernel<true>) reads the ids before its own wait and
+ * requests every slot's codes while out_proj drains.  The chain of a layer:
+ *   route_z -> out_proj (late wait) -> moe_cluster<true> -> combine
+ * against the engine's
+ *   out_proj -> lc_moe_slots -> lc_moe_slots_combine. */
+namespace early {
+
+using moe_cluster::D;
+using moe_cluster::WARPS;
+constexpr int ZROWS = 257, ZQ = 4, MC = 4096; /* router rows (256 experts + shared gate), warps a row, mixer width */
+
+/* M[r][c] = sum_d R[r][d] nw[d] Wo[d][c] (dequantised, fp64 sums): once per (router, out_proj) pair */
+__global__ void make_M_kernel(lc_qmat R, lc_qmat Wo, const float *__restrict__ nw, float *__restrict__ M) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+    if (c >= MC) return;
+    double acc = 0;
+    for (int d = 0; d < D; d++) {
+        const uint32_t rq = (R.w[((size_t)r * D + d) / 4] >> (8 * (d % 4))) & 255u;
+        const size_t rg = (size_t)r * (D / 64) + d / 64;
+        const double rv = (double)bf16_to_f32(R.s[rg]) * rq + bf16_to_f32(R.b[rg]);
+        const uint32_t wq = (Wo.w[((size_t)d * MC + c) / 8] >> (4 * (c % 8))) & 15u;
+        const size_t wg = (size_t)d * (MC / 64) + c / 64;
+        const double wv = (double)bf16_to_f32(Wo.s[wg]) * wq + bf16_to_f32(Wo.b[wg]);
+        acc += rv * nw[d] * wv;
+    }
+    M[(size_t)r * MC + c] = (float)acc;
+}
+
+/* z[r] = R[r] . (nw * h) + M[r] . m for the 257 rows, four warps a row (a
+ * quarter of both dots each), weights requested before the wait; the last
+ * block to finish routes over z[0..255] (topk_warp: the order of
+ * softmax(z), which is that of softmax(rr z)) into ids.  grid
+ * ceil(257 ZQ / WARPS). */
+__global__ void __launch_bounds__(WARPS * 32) route_z_kernel(lc_qmat R, const float *__restrict__ M, const float *__restrict__ h,
+                                                           const float *__restrict__ nw, const float *__restrict__ m, float *z,
+                                                           int32_t *ids, float *zw, float *zsg, unsigned *done) {
+    __shared__ float part[WARPS];
+    __shared__ bool last;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gw = blockIdx.x * WARPS + warp, r = gw / ZQ, q = gw % ZQ;
+    const bool row = r < ZROWS;
+    uint4 rq = make_uint4(0, 0, 0, 0);
+    float rs = 0.0f, rb = 0.0f;
+    float4 mv[8];
+    const int ch = q * 32 + lane; /* the lane's 16 router inputs: 16 ch .. 16 ch + 15, group ch / 4 */
+    if (row) {
+        rq = __ldg(reinterpret_cast<const uint4 *>(R.w) + (size_t)r * (D / 16) + ch);
+        rs = bf16_to_f32(R.s[(size_t)r * (D / 64) + ch / 4]), rb = bf16_to_f32(R.b[(size_t)r * (D / 64) + ch / 4]);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        mv[i] = row ? __ldg(reinterpret_cast<const float4 *>(M + (size_t)r * MC) + q * 256 + lane + 32 * i) : make_float4(0, 0, 0, 0);
+    lc_pdl_wait();
+    lc_pdl_launch_dependents(); /* out_proj may start now: it reads only what was written before this kernel */
+    float acc = 0.0f;
+    if (row) {
+        float qx = 0.0f, xsum = 0.0f;
+        const uint32_t wd[4] = {rq.x, rq.y, rq.z, rq.w};
+#pragma unroll
+        for (int t = 0; t < 16; t++) {
+            const int col = 16 * ch + t;
+            const float xv = h[col] * nw[col];
+            qx += (float)((wd[t / 4] >> (8 * (t % 4))) & 255u) * xv, xsum += xv;
+        }
+        acc = rs * qx + rb * xsum;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float4 a = mv[i], b = reinterpret_cast<const float4 *>(m)[q * 256 + lane + 32 * i];
+            acc += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+        }
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) part[warp] = acc;
+    __syncthreads();
+    if (row && q == 0 && lane == 0) z[r] = ((part[warp] + part[warp + 1]) + part[warp + 2]) + part[warp + 3];
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(done, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last || warp) return;
+    __threadfence();
+    topk_warp<8, false>(z, 256, 8, ids, zw, zsg);
+    if (lane == 0) *done = 0;
+}
+
+static int grid() { return (ZROWS * ZQ + WARPS - 1) / WARPS; }
+
+} // namespace early
 
 /* ---- host ------------------------------------------------------------------- */
 constexpr int E_TEST = 768, KX = 8, D_ = moe_cluster::D, I_ = moe_cluster::I;
@@ -340,7 +465,38 @@ struct moe {
     float *nw, *xn, *logits, *rw, *rsg;          /* post-attention norm; the routing's outputs */
     int32_t *rids;
     unsigned *done;
+    /* variants 5 (the engine's out_proj + lc_moe_slots + combine) and 6 (the early routing) */
+    std::vector<lc_qmat> wo; /* out_proj copies, 2048 x 4096 */
+    std::vector<float *> M;  /* their M = R diag(nw) Wo */
+    float *mix, *z, *zw, *zsg;
+    unsigned *zdone;
 };
+
+/* ring_gemv<4096, true> (out_proj without the wait before its work) */
+static cudaError_t launch_late_out_proj(const lc_qmat &W, const float *x, float *h, cudaStream_t st) {
+    static bool set = false;
+    constexpr size_t smem = gemv_ring::smem_bytes<4096>();
+    if (!set) {
+        const cudaError_t err = cudaFuncSetAttribute(gemv_ring::ring_gemv<4096, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err) return err;
+        set = true;
+    }
+    return gemv_stream::launch_k(gemv_ring::ring_gemv<4096, true>, dim3(gemv_stream::sm_count()), dim3(gemv_ring::WARPS * 32), smem,
+                                 st, true, W, x, (const float *)nullptr, 0.0f, h, (const float *)h, (const lc_ctrl *)nullptr);
+}
+
+static cudaError_t launch_pre(const moe *m, const lc_qmat &sg, const lc_qmat &su, const lc_qmat &sd, cudaStream_t st) {
+    using namespace moe_cluster;
+    static bool set = false;
+    if (!set) {
+        const cudaError_t err = set_attributes<true>();
+        if (err) return err;
+        set = true;
+    }
+    return cluster_launch(moe_cluster_kernel<true>, CS, dim3(J * CS), dim3(WARPS * 32), SMEM, st, m->gate, m->up, sg, su, m->down, sd,
+                          (const int32_t *)m->rids, (const float *)nullptr, (const float *)nullptr, (const float *)m->h, m->P,
+                          (const float *)m->z, (const float *)m->nw, 1e-6f, (const lc_ctrl *)nullptr);
+}
 /* sh_gate, sh_up: the halves of the shared expert's fused gate|up, as the engine views them */
 static void views(const lc_qmat &sgu, lc_qmat &sg, lc_qmat &su) { sg = lc_qmat_rows(&sgu, 0, I_), su = lc_qmat_rows(&sgu, I_, I_); }
 static void rep_fn(int rep, cudaStream_t st, void *p) {
@@ -353,6 +509,24 @@ static void rep_fn(int rep, cudaStream_t st, void *p) {
         CK(lc_moe_router(&m->R, m->h, m->nw, 1e-6f, m->xn, m->logits, KX, m->rids, m->rw, m->rsg, m->done, nullptr, st));
         CK(lc_moe_gate_up(&m->gate, &m->up, &sg, &su, m->rids, KX, m->xn, m->act, nullptr, st));
         CK(lc_moe_down(&m->down, &sd, m->rids, m->rw, m->rsg, KX, m->act, m->h, nullptr, st));
+        return;
+    }
+    if (m->var == 5 || m->var == 6) {
+        const size_t c = rep % m->wo.size();
+        if (m->var == 5) {
+            CK(lc_gemv(&m->wo[c], 0, m->mix, m->h, m->h, nullptr, st));
+            CK(lc_moe_slots(&m->R, &m->gate, &m->up, &sg, &su, &m->down, &sd, m->h, m->nw, 1e-6f, m->P, m->rids, m->rw, m->rsg,
+                            nullptr, st));
+            CK(lc_moe_slots_combine(m->P, m->h, 1, nullptr, st));
+            return;
+        }
+        CK(gemv_stream::launch_k(early::route_z_kernel, dim3(early::grid()), dim3(early::WARPS * 32), 0, st, true, m->R,
+                                 (const float *)m->M[c], (const float *)m->h, (const float *)m->nw, (const float *)m->mix, m->z,
+                                 m->rids, m->zw, m->zsg, m->zdone));
+        CK(launch_late_out_proj(m->wo[c], m->mix, m->h, st));
+        CK(launch_pre(m, sg, su, sd, st));
+        CK(gemv_stream::launch_k(moe_cluster::combine_kernel, dim3(D_ / 256), dim3(256), 0, st, true, (const float *)m->P, m->h,
+                                 (const lc_ctrl *)nullptr));
         return;
     }
     if (m->var == 4) {
@@ -521,6 +695,56 @@ int main(int argc, char **argv) {
                    v == 3 ? "(reference)" : ok ? "equal" : "DIFFER", maxd, ok ? "PASS" : "FAIL");
         }
         print_stamps();
+    }
+
+    /* a layer's out_proj and MoE: the engine's chain against the early routing
+     * (ids from h before out_proj and the mixer's output through M), each from
+     * the same h; same ids, h within 1e-4 of max |h| */
+    {
+        const int nc = g_quick ? 2 : 16; /* out_proj copies: 75 MB, beyond L2 */
+        for (int i = 0; i < nc; i++) {
+            m.wo.push_back(make_qmat(D_, early::MC, 1, 500 + 7 * i));
+            float *M;
+            CK(cudaMalloc(&M, (size_t)early::ZROWS * early::MC * 4));
+            early::make_M_kernel<<<dim3(early::MC / 256, early::ZROWS), 256>>>(m.R, m.wo.back(), m.nw, M);
+            CK(cudaGetLastError());
+            m.M.push_back(M);
+        }
+        m.mix = up_f32(rnd(early::MC, 31, -0.5f, 0.5f));
+        CK(cudaMalloc(&m.z, early::ZROWS * 4));
+        CK(cudaMalloc(&m.zw, KX * 4));
+        CK(cudaMalloc(&m.zsg, 4));
+        CK(cudaMalloc(&m.zdone, 4));
+        CK(cudaMemset(m.zdone, 0, 4));
+        CK(cudaDeviceSynchronize());
+        printf("\nout_proj + MoE of a layer (out_proj 2048 x 4096, %d copies; M fp32 257 x 4096 a copy)\n", nc);
+        const char *ln[] = {"engine: out_proj -> lc_moe_slots -> sum", "early: route_z | out_proj (late wait) -> experts -> sum"};
+        std::vector<float> h5;
+        int32_t id5[KX];
+        for (int v = 5; v < 7; v++) {
+            m.var = v;
+            CK(cudaMemcpy(m.h, hh.data(), D_ * 4, cudaMemcpyHostToDevice));
+            CK(cudaMemset(m.rids, 0xff, KX * 4));
+            rep_fn(0, 0, &m);
+            CK(cudaDeviceSynchronize());
+            const std::vector<float> got = dl(m.h, D_);
+            int32_t id[KX];
+            CK(cudaMemcpy(id, m.rids, sizeof id, cudaMemcpyDeviceToHost));
+            bool ok = true;
+            double maxd = 0, maxh = 0;
+            if (v == 5) h5 = got, memcpy(id5, id, sizeof id);
+            else {
+                for (int q = 0; q < KX; q++) ok &= id[q] == id5[q];
+                for (int d = 0; d < D_; d++) maxd = fmax(maxd, fabs((double)h5[d] - got[d])), maxh = fmax(maxh, fabs((double)h5[d]));
+                ok &= maxd <= 1e-4 * maxh;
+            }
+            g_failures += !ok;
+            const double us = time_graph(rep_fn, &m, n, g_quick ? 1 : 20);
+            printf("  %-56s %9.2f   ids %d %d %d ... %s  max |dh| %.3g  %s\n", ln[v - 5], us, id[0], id[1], id[2],
+                   v == 5 ? "(reference)" : ok ? "equal" : "DIFFER", maxd, ok ? "PASS" : "FAIL");
+        }
+        for (int i = 0; i < nc; i++) free_qmat(m.wo[i]), cudaFree(m.M[i]);
+        cudaFree(m.mix), cudaFree(m.z), cudaFree(m.zw), cudaFree(m.zsg), cudaFree(m.zdone);
     }
     free_qmat(m.gate), free_qmat(m.up), free_qmat(m.down);
     for (int i = 0; i < copies; i++) free_qmat(m.sgu[i]), free_qmat(m.sdown[i]);

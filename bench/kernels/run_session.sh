@@ -129,7 +129,8 @@ for l in a:
             echo "$tool gdn_step --quick rc=$?"; grep -E "SUMMARY|all ok|FAIL" "$OUT/${tool}_gdn_step.log" | head -3
         done ;;
     moecl) # the MoE cluster workshop (gate/up and down of a slot joined in a cluster) against tq_gate_up + tq_down, the engine's
-        # one-kernel MoE (lc_moe_slots) against its three kernels with its phase stamps, then the sanitizers
+        # one-kernel MoE (lc_moe_slots) against its three kernels with its phase stamps, out_proj + MoE with the
+        # routing beside out_proj (early) against the engine's, then the sanitizers
         [ -x build/kernels/moe_cluster_test ] || sh bench/kernels/build_moe_cluster.sh > "$OUT/build_moe_cluster.log" 2>&1
         timeout 120 build/kernels/moe_cluster_test 2>&1 | tee "$OUT/moe_cluster.log"
         for tool in memcheck racecheck synccheck; do

@@ -106,8 +106,14 @@ __device__ __forceinline__ void tile_from(gemv_tq::tile<K, NSP> &tl, const unsig
 }
 
 /* W.cols == K, W.rows a multiple of 16 with at most RB_MAX row blocks per
- * block (the launcher checks); a single matrix (mat_view). */
-template <int K>
+ * block (the launcher checks); a single matrix (mat_view).  LATE (the
+ * workshops only, bench/kernels/moe_cluster_test's early routing): no wait
+ * before the work, for a kernel whose inputs were written before its
+ * predecessor (which has waited), so that it runs beside that predecessor;
+ * it waits for it before its stores and only then lets its successor
+ * launch, so the successor may read the predecessor's output before its
+ * own wait. */
+template <int K, bool LATE = false>
 __global__ void __launch_bounds__(WARPS * 32, 2)
     ring_gemv(lc_qmat W, const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *y,
               const float *residual, const lc_ctrl *ctrl) { /* y may be residual (h += W . x) */
@@ -124,8 +130,10 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
     rg.base = smem + (size_t)warp * S * TASK, rg.rb0 = rb0, rg.issued = 0, rg.used = 0;
     rg.n = nt > warp ? (nt - 1 - warp) / WARPS + 1 : 0;
     for (int i = 0; i < S; i++) rg.issue(W); /* weights: before the predecessor finishes */
-    lc_pdl_wait();
-    lc_pdl_launch_dependents();
+    if constexpr (!LATE) {
+        lc_pdl_wait();
+        lc_pdl_launch_dependents();
+    }
     if (LC_STOPPED(ctrl)) {
         cp_wait<0>(); /* no copy lands in a block that has left */
         return;
@@ -152,6 +160,10 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
     }
     cp_wait<0>();
     __syncthreads();
+    if constexpr (LATE) {
+        lc_pdl_wait();
+        lc_pdl_launch_dependents();
+    }
     if (threadIdx.x < nrow) {
         float v = part[threadIdx.x]; /* slice 0, row block threadIdx.x / 16 */
 #pragma unroll
