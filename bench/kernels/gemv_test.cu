@@ -163,21 +163,15 @@ static void bench_dense(const char *what, int rows, int cols, bool norm, bool re
 /* ---- MoE ------------------------------------------------------------------ */
 /* E_TEST experts stacked (the engine's layout; more than the model's 256 so
  * random ids rarely find an expert still in L2); the shared expert rotated. */
-constexpr int E_TEST = 768, KX = 8, D_ = 2048, I_ = 512;
-struct moe {
-    lc_qmat gate, up, down;
-    std::vector<lc_qmat> sgu, sdown; /* copies; sh_gate / sh_up are views of sgu */
-    int32_t *ids;                     /* [nsets][8] */
-    int nsets;
-    float *x, *act, *w, *sg, *h, *actin;
+constexpr int E_TEST = 768, KX = MOE_K, D_ = MOE_D, I_ = MOE_I;
+struct moe : moe_inputs {
+    float *act, *actin;
     int var;
 };
-/* sh_gate, sh_up: the halves of the shared expert's fused gate|up, as the engine views them */
-static void views(const lc_qmat &sgu, lc_qmat &sg, lc_qmat &su) { sg = lc_qmat_rows(&sgu, 0, I_), su = lc_qmat_rows(&sgu, I_, I_); }
 static void moe_gu(int rep, cudaStream_t st, void *p) {
     moe *m = (moe *)p;
     lc_qmat sg, su;
-    views(m->sgu[rep % m->sgu.size()], sg, su);
+    moe_views(m->sgu[rep % m->sgu.size()], sg, su);
     const int32_t *ids = m->ids + (rep % m->nsets) * KX;
     if (m->var <= 1) {
         lc_gemv_set_kernels(m->var == 0 ? LC_GEMV_ENGINE : LC_GEMV_AUTO);
@@ -203,45 +197,14 @@ static void moe_dn(int rep, cudaStream_t st, void *p) {
 
 static void bench_moe() {
     moe m = {};
-    const int ne = g_quick ? 16 : E_TEST;
-    m.gate = make_qmat(I_, D_, ne, 77), m.up = make_qmat(I_, D_, ne, 88), m.down = make_qmat(D_, I_, ne, 99);
-    const int copies = g_quick ? 2 : 64;
-    for (int i = 0; i < copies; i++) m.sgu.push_back(make_qmat(2 * I_, D_, 1, 300 + 3 * i)), m.sdown.push_back(make_qmat(D_, I_, 1, 301 + 3 * i));
-    /* random distinct ids per set */
-    m.nsets = g_quick ? 2 : 64;
-    const std::vector<int32_t> hid = distinct_ids(m.nsets, KX, ne);
-    CK(cudaMalloc(&m.ids, hid.size() * 4));
-    CK(cudaMemcpy(m.ids, hid.data(), hid.size() * 4, cudaMemcpyHostToDevice));
-    std::vector<float> hx = rnd(D_, 21, -1.f, 1.f), hw = rnd(KX, 22, 0.05f, 0.2f), hh = rnd(D_, 24, -1.f, 1.f);
-    const float hsg = 0.6f;
-    m.x = up_f32(hx), m.w = up_f32(hw), m.sg = up_f32(std::vector<float>(1, hsg)), m.h = up_f32(hh);
+    const int ne = g_quick ? 16 : E_TEST, copies = g_quick ? 2 : 64;
+    moe_inputs_make(m, ne, copies, g_quick ? 2 : 64);
     CK(cudaMalloc(&m.act, (size_t)(KX + 1) * I_ * 4));
-    /* reference for set 0, copy 0: act, then h += down */
-    std::vector<double> xd(hx.begin(), hx.end()), aref((KX + 1) * I_);
-    for (int j = 0; j <= KX; j++) {
-        hmat g, u;
-        if (j < KX) to_host(m.gate, hid[j], g), to_host(m.up, hid[j], u);
-        else {
-            lc_qmat sg, su;
-            views(m.sgu[0], sg, su);
-            to_host(sg, 0, g), to_host(su, 0, u);
-        }
-        for (int r = 0; r < I_; r++) {
-            const double a = ref_dot(g, D_, r, xd.data()), b = ref_dot(u, D_, r, xd.data());
-            aref[j * I_ + r] = a / (1.0 + exp(-a)) * b;
-        }
-    }
+    /* reference for set 0, copy 0: act, then h += down (from act as the float the down kernels take) */
+    std::vector<double> aref, href;
+    moe_reference(m, true, aref, href);
     std::vector<float> actf(aref.begin(), aref.end());
     m.actin = up_f32(actf);
-    std::vector<double> href(D_);
-    for (int d = 0; d < D_; d++) href[d] = hh[d];
-    for (int j = 0; j <= KX; j++) {
-        hmat dn;
-        to_host(j < KX ? m.down : m.sdown[0], j < KX ? hid[j] : 0, dn);
-        std::vector<double> ad(actf.begin() + j * I_, actf.begin() + (j + 1) * I_);
-        const double wj = j < KX ? hw[j] : hsg;
-        for (int d = 0; d < D_; d++) href[d] += wj * ref_dot(dn, I_, d, ad.data());
-    }
     const double gub = (KX + 1) * 2.0 * I_ * D_ * 0.5625, dnb = (KX + 1) * (double)I_ * D_ * 0.5625;
     const int n = g_quick ? 2 : 40;
     const char *gun[] = {"0 engine (LILAC_GEMV=engine)", "0 engine default (by shape)", "1 stream R=1 (8 loads/lane)",
@@ -261,15 +224,14 @@ static void bench_moe() {
     header("MoE down + combine + residual, 9 x 2048x512", dnb / 1e6, copies);
     for (int v = 0; v < 6; v++) {
         m.var = v;
-        CK(cudaMemcpy(m.h, hh.data(), D_ * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(m.h, m.hh.data(), D_ * 4, cudaMemcpyHostToDevice));
         moe_dn(0, 0, &m);
         CK(cudaDeviceSynchronize());
         const check c = compare(href, dl(m.h, D_), 1);
         row(dnn[v], time_graph(moe_dn, &m, n, g_quick ? 1 : 20), dnb, c); /* h accumulates during timing: only time is read */
     }
-    free_qmat(m.gate), free_qmat(m.up), free_qmat(m.down);
-    for (int i = 0; i < copies; i++) free_qmat(m.sgu[i]), free_qmat(m.sdown[i]);
-    cudaFree(m.ids), cudaFree(m.x), cudaFree(m.w), cudaFree(m.sg), cudaFree(m.h), cudaFree(m.act), cudaFree(m.actin);
+    moe_inputs_free(m);
+    cudaFree(m.act), cudaFree(m.actin);
 }
 
 /* ---- chain: in_proj (norm) -> out_proj (+residual), 40 pairs ------------- */

@@ -342,7 +342,8 @@ static int grid() { return (ZROWS * ZQ + WARPS - 1) / WARPS; }
 } // namespace early
 
 /* ---- host ------------------------------------------------------------------- */
-constexpr int E_TEST = 768, KX = 8, D_ = moe_cluster::D, I_ = moe_cluster::I;
+constexpr int E_TEST = 768, KX = MOE_K, D_ = MOE_D, I_ = MOE_I;
+static_assert(D_ == moe_cluster::D && I_ == moe_cluster::I, "the workshop's shapes");
 
 /* The engine's router on random 8-bit weights of the real shape (256
  * experts + the shared gate over 2048 inputs), `trials` inputs: ids equal to
@@ -452,12 +453,8 @@ static void check_router(int trials) {
         cudaFree(done), cudaFree(dnw);
 }
 
-struct moe {
-    lc_qmat gate, up, down;
-    std::vector<lc_qmat> sgu, sdown; /* copies; sg / su are views of sgu */
-    int32_t *ids;                     /* [nsets][8] */
-    int nsets;
-    float *x, *act, *w, *sg, *h, *P;
+struct moe : moe_inputs {
+    float *act, *P;
     int var; /* 0 engine tq_gate_up + tq_down, 1 cluster + combine, 2 cluster alone,
               * 3 the engine's router + gate/up + down (lc_moe_router, _gate_up, _down: routing from h),
               * 4 the engine's one-kernel MoE (lc_moe_slots + lc_moe_slots_combine) */
@@ -497,12 +494,10 @@ static cudaError_t launch_pre(const moe *m, const lc_qmat &sg, const lc_qmat &su
                           (const int32_t *)m->rids, (const float *)nullptr, (const float *)nullptr, (const float *)m->h, m->P,
                           (const float *)m->z, (const float *)m->nw, 1e-6f, (const lc_ctrl *)nullptr);
 }
-/* sh_gate, sh_up: the halves of the shared expert's fused gate|up, as the engine views them */
-static void views(const lc_qmat &sgu, lc_qmat &sg, lc_qmat &su) { sg = lc_qmat_rows(&sgu, 0, I_), su = lc_qmat_rows(&sgu, I_, I_); }
 static void rep_fn(int rep, cudaStream_t st, void *p) {
     moe *m = (moe *)p;
     lc_qmat sg, su;
-    views(m->sgu[rep % m->sgu.size()], sg, su);
+    moe_views(m->sgu[rep % m->sgu.size()], sg, su);
     const lc_qmat &sd = m->sdown[rep % m->sdown.size()];
     const int32_t *ids = m->ids + (rep % m->nsets) * KX;
     if (m->var == 3) {
@@ -543,6 +538,37 @@ static void rep_fn(int rep, cudaStream_t st, void *p) {
     CK(moe_cluster::launch(m->gate, m->up, sg, su, m->down, sd, ids, m->w, m->sg, m->x, m->P, st));
     if (m->var == 1) CK(gemv_stream::launch_k(moe_cluster::combine_kernel, dim3(D_ / 256), dim3(256), 0, st, true, m->P, m->h,
                                               (const lc_ctrl *)nullptr));
+}
+
+/* Variants v0 (the reference) and v0 + 1 of the MoE with routing from h,
+ * each from the same h: the second must route alike (the same ids) and give
+ * h within 1e-4 of max |h|; both timed (h accumulates during timing: only
+ * the time is read) */
+static void compare_pair(moe &m, int v0, const char *const names[2], int width, int n) {
+    std::vector<float> h0;
+    int32_t id0[KX];
+    for (int v = v0; v < v0 + 2; v++) {
+        m.var = v;
+        CK(cudaMemcpy(m.h, m.hh.data(), D_ * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemset(m.rids, 0xff, KX * 4));
+        rep_fn(0, 0, &m);
+        CK(cudaDeviceSynchronize());
+        const std::vector<float> got = dl(m.h, D_);
+        int32_t id[KX];
+        CK(cudaMemcpy(id, m.rids, sizeof id, cudaMemcpyDeviceToHost));
+        bool ok = true;
+        double maxd = 0, maxh = 0;
+        if (v == v0) h0 = got, memcpy(id0, id, sizeof id);
+        else {
+            for (int q = 0; q < KX; q++) ok &= id[q] == id0[q];
+            for (int d = 0; d < D_; d++) maxd = fmax(maxd, fabs((double)h0[d] - got[d])), maxh = fmax(maxh, fabs((double)h0[d]));
+            ok &= maxd <= 1e-4 * maxh;
+        }
+        g_failures += !ok;
+        const double us = time_graph(rep_fn, &m, n, g_quick ? 1 : 20);
+        printf("  %-*s %9.2f   ids %d %d %d ... %s  max |dh| %.3g  %s\n", width, names[v - v0], us, id[0], id[1], id[2],
+               v == v0 ? "(reference)" : ok ? "equal" : "DIFFER", maxd, ok ? "PASS" : "FAIL");
+    }
 }
 
 /* moe_slots.cu's phase stamps of the last launch (built with LC_MOE_SLOTS_STAMPS):
@@ -593,16 +619,7 @@ int main(int argc, char **argv) {
 
     moe m = {};
     const int ne = g_quick ? 256 : E_TEST; /* variants 3 and 4 route among 256 */
-    m.gate = make_qmat(I_, D_, ne, 77), m.up = make_qmat(I_, D_, ne, 88), m.down = make_qmat(D_, I_, ne, 99);
-    const int copies = g_quick ? 2 : 64;
-    for (int i = 0; i < copies; i++) m.sgu.push_back(make_qmat(2 * I_, D_, 1, 300 + 3 * i)), m.sdown.push_back(make_qmat(D_, I_, 1, 301 + 3 * i));
-    m.nsets = g_quick ? 2 : 64;
-    const std::vector<int32_t> hid = distinct_ids(m.nsets, KX, ne);
-    CK(cudaMalloc(&m.ids, hid.size() * 4));
-    CK(cudaMemcpy(m.ids, hid.data(), hid.size() * 4, cudaMemcpyHostToDevice));
-    std::vector<float> hx = rnd(D_, 21, -1.f, 1.f), hw = rnd(KX, 22, 0.05f, 0.2f), hh = rnd(D_, 24, -1.f, 1.f);
-    const float hsg = 0.6f;
-    m.x = up_f32(hx), m.w = up_f32(hw), m.sg = up_f32(std::vector<float>(1, hsg)), m.h = up_f32(hh);
+    moe_inputs_make(m, ne, g_quick ? 2 : 64, g_quick ? 2 : 64);
     CK(cudaMalloc(&m.act, (size_t)(KX + 1) * I_ * 4));
     CK(cudaMalloc(&m.P, (size_t)moe_cluster::J * D_ * 4));
     m.R = make_router();
@@ -616,23 +633,8 @@ int main(int argc, char **argv) {
     CK(cudaMemset(m.done, 0, 4));
 
     /* reference for set 0, copy 0: act (fp64), then h + sum_j w_j down_j . act_j */
-    std::vector<double> xd(hx.begin(), hx.end()), href(hh.begin(), hh.end());
-    for (int j = 0; j <= KX; j++) {
-        hmat gm, um, dm;
-        if (j < KX) to_host(m.gate, hid[j], gm), to_host(m.up, hid[j], um), to_host(m.down, hid[j], dm);
-        else {
-            lc_qmat sg, su;
-            views(m.sgu[0], sg, su);
-            to_host(sg, 0, gm), to_host(su, 0, um), to_host(m.sdown[0], 0, dm);
-        }
-        std::vector<double> a(I_);
-        for (int r = 0; r < I_; r++) {
-            const double gv = ref_dot(gm, D_, r, xd.data()), uv = ref_dot(um, D_, r, xd.data());
-            a[r] = gv / (1.0 + exp(-gv)) * uv;
-        }
-        const double wj = j < KX ? hw[j] : hsg;
-        for (int d = 0; d < D_; d++) href[d] += wj * ref_dot(dm, I_, d, a.data());
-    }
+    std::vector<double> aref, href;
+    moe_reference(m, false, aref, href);
     const double bytes = (KX + 1) * 3.0 * I_ * D_ * 0.5625;
     printf("\nMoE experts (8 routed + shared: gate/up, SwiGLU, down, combine, residual) — %.2f MB a repeat\n", bytes / 1e6);
     printf("  %-44s %9s %9s %8s  %10s\n", "variant", "us", "GB/s", "% copy", "max |err|");
@@ -640,7 +642,7 @@ int main(int argc, char **argv) {
     const int n = g_quick ? 2 : 40;
     for (int v = 0; v < 3; v++) {
         m.var = v;
-        CK(cudaMemcpy(m.h, hh.data(), D_ * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(m.h, m.hh.data(), D_ * 4, cudaMemcpyHostToDevice));
         rep_fn(0, 0, &m);
         CK(cudaDeviceSynchronize());
         std::vector<float> got = dl(m.h, D_);
@@ -649,7 +651,7 @@ int main(int argc, char **argv) {
             for (int d = 0; d < D_; d++) {
                 float t = 0.0f;
                 for (int j = 0; j < moe_cluster::J; j++) t += P[(size_t)j * D_ + d];
-                got[d] = hh[d] + t;
+                got[d] = m.hh[d] + t;
             }
         }
         double maxd = 0, maxref = 0;
@@ -670,30 +672,7 @@ int main(int argc, char **argv) {
     } else {
         printf("\nMoE with routing from h (router 8-bit 257 x 2048, one copy) — %.2f MB a repeat\n", (bytes + 257.0 * D_ * 1.0625) / 1e6);
         const char *en[] = {"engine: router + tq_gate_up + tq_down", "engine: lc_moe_slots + combine"};
-        std::vector<float> h3;
-        int32_t id3[KX];
-        for (int v = 3; v < 5; v++) {
-            m.var = v;
-            CK(cudaMemcpy(m.h, hh.data(), D_ * 4, cudaMemcpyHostToDevice));
-            CK(cudaMemset(m.rids, 0xff, KX * 4));
-            rep_fn(0, 0, &m);
-            CK(cudaDeviceSynchronize());
-            const std::vector<float> got = dl(m.h, D_);
-            int32_t id[KX];
-            CK(cudaMemcpy(id, m.rids, sizeof id, cudaMemcpyDeviceToHost));
-            bool ok = true;
-            double maxd = 0, maxh = 0;
-            if (v == 3) h3 = got, memcpy(id3, id, sizeof id);
-            else {
-                for (int q = 0; q < KX; q++) ok &= id[q] == id3[q];
-                for (int d = 0; d < D_; d++) maxd = fmax(maxd, fabs((double)h3[d] - got[d])), maxh = fmax(maxh, fabs((double)h3[d]));
-                ok &= maxd <= 1e-4 * maxh;
-            }
-            g_failures += !ok;
-            const double us = time_graph(rep_fn, &m, n, g_quick ? 1 : 20);
-            printf("  %-44s %9.2f   ids %d %d %d ... %s  max |dh| vs the three %.3g  %s\n", en[v - 3], us, id[0], id[1], id[2],
-                   v == 3 ? "(reference)" : ok ? "equal" : "DIFFER", maxd, ok ? "PASS" : "FAIL");
-        }
+        compare_pair(m, 3, en, 44, n);
         print_stamps();
     }
 
@@ -719,36 +698,12 @@ int main(int argc, char **argv) {
         CK(cudaDeviceSynchronize());
         printf("\nout_proj + MoE of a layer (out_proj 2048 x 4096, %d copies; M fp32 257 x 4096 a copy)\n", nc);
         const char *ln[] = {"engine: out_proj -> lc_moe_slots -> sum", "early: route_z | out_proj (late wait) -> experts -> sum"};
-        std::vector<float> h5;
-        int32_t id5[KX];
-        for (int v = 5; v < 7; v++) {
-            m.var = v;
-            CK(cudaMemcpy(m.h, hh.data(), D_ * 4, cudaMemcpyHostToDevice));
-            CK(cudaMemset(m.rids, 0xff, KX * 4));
-            rep_fn(0, 0, &m);
-            CK(cudaDeviceSynchronize());
-            const std::vector<float> got = dl(m.h, D_);
-            int32_t id[KX];
-            CK(cudaMemcpy(id, m.rids, sizeof id, cudaMemcpyDeviceToHost));
-            bool ok = true;
-            double maxd = 0, maxh = 0;
-            if (v == 5) h5 = got, memcpy(id5, id, sizeof id);
-            else {
-                for (int q = 0; q < KX; q++) ok &= id[q] == id5[q];
-                for (int d = 0; d < D_; d++) maxd = fmax(maxd, fabs((double)h5[d] - got[d])), maxh = fmax(maxh, fabs((double)h5[d]));
-                ok &= maxd <= 1e-4 * maxh;
-            }
-            g_failures += !ok;
-            const double us = time_graph(rep_fn, &m, n, g_quick ? 1 : 20);
-            printf("  %-56s %9.2f   ids %d %d %d ... %s  max |dh| %.3g  %s\n", ln[v - 5], us, id[0], id[1], id[2],
-                   v == 5 ? "(reference)" : ok ? "equal" : "DIFFER", maxd, ok ? "PASS" : "FAIL");
-        }
+        compare_pair(m, 5, ln, 56, n);
         for (int i = 0; i < nc; i++) free_qmat(m.wo[i]), cudaFree(m.M[i]);
         cudaFree(m.mix), cudaFree(m.z), cudaFree(m.zw), cudaFree(m.zsg), cudaFree(m.zdone);
     }
-    free_qmat(m.gate), free_qmat(m.up), free_qmat(m.down);
-    for (int i = 0; i < copies; i++) free_qmat(m.sgu[i]), free_qmat(m.sdown[i]);
-    cudaFree(m.ids), cudaFree(m.x), cudaFree(m.w), cudaFree(m.sg), cudaFree(m.h), cudaFree(m.act), cudaFree(m.P);
+    moe_inputs_free(m);
+    cudaFree(m.act), cudaFree(m.P);
     printf("%s: %d failure(s)\n", g_failures ? "FAILED" : "all ok", g_failures);
     return g_failures ? 1 : 0;
 }

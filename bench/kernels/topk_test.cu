@@ -26,15 +26,7 @@
 #include <vector>
 
 #include "backend/cuda/decode/moe_route.cuh"
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t err_ = (x);                                                                    \
-        if (err_) {                                                                                \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_));   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "workshop.h"
 
 constexpr int E = 256, K = 8, EPL = E / 32, WARPS = 8, NV = 4;
 

@@ -1,7 +1,8 @@
 /* workshop.h — host helpers of the GPU kernel workshops (bench/kernels/):
  * error checks, synthetic 4-bit matrices like the engine's, their host copies
  * and an fp64 reference dot, random vectors, a CUDA-graph timer and the
- * device-to-device copy bandwidth the timings are compared with.  Link
+ * device-to-device copy bandwidth the timings are compared with, and the
+ * MoE workshops' inputs with their fp64 reference.  Link
  * src/backend/cuda/fill.cu (lc_fill_*). */
 #ifndef LILAC_BENCH_WORKSHOP_H
 #define LILAC_BENCH_WORKSHOP_H
@@ -173,6 +174,72 @@ static inline double copy_gbs(size_t bytes, int trials) {
     CK(cudaEventDestroy(e1));
     cudaFree(a), cudaFree(b);
     return 2.0 * bytes / (best * 1e-3) / 1e9;
+}
+
+/* ---- the MoE workshops' inputs (gemv_test, moe_cluster_test) ---------------- */
+constexpr int MOE_D = 2048, MOE_I = 512, MOE_K = 8; /* hidden, expert inner, routed slots */
+
+/* sh_gate, sh_up: the halves of the shared expert's fused gate|up, as the engine views them */
+static inline void moe_views(const lc_qmat &sgu, lc_qmat &sg, lc_qmat &su) {
+    sg = lc_qmat_rows(&sgu, 0, MOE_I), su = lc_qmat_rows(&sgu, MOE_I, MOE_I);
+}
+
+/* ne stacked experts, `copies` shared experts (so that L2 never holds the
+ * weights a repeat reads), nsets sets of MOE_K distinct ids, x, the routing
+ * weights, the shared expert's gate and h, here (h*) and on the device */
+struct moe_inputs {
+    lc_qmat gate, up, down;
+    std::vector<lc_qmat> sgu, sdown; /* copies; sh_gate / sh_up are views of sgu (moe_views) */
+    std::vector<int32_t> hid;
+    int32_t *ids; /* [nsets][MOE_K] */
+    int nsets;
+    std::vector<float> hx, hw, hh;
+    float hsg;
+    float *x, *w, *sg, *h;
+};
+static inline void moe_inputs_make(moe_inputs &m, int ne, int copies, int nsets) {
+    m.gate = make_qmat(MOE_I, MOE_D, ne, 77), m.up = make_qmat(MOE_I, MOE_D, ne, 88), m.down = make_qmat(MOE_D, MOE_I, ne, 99);
+    for (int i = 0; i < copies; i++)
+        m.sgu.push_back(make_qmat(2 * MOE_I, MOE_D, 1, 300 + 3 * i)), m.sdown.push_back(make_qmat(MOE_D, MOE_I, 1, 301 + 3 * i));
+    m.nsets = nsets;
+    m.hid = distinct_ids(nsets, MOE_K, ne);
+    CK(cudaMalloc(&m.ids, m.hid.size() * 4));
+    CK(cudaMemcpy(m.ids, m.hid.data(), m.hid.size() * 4, cudaMemcpyHostToDevice));
+    m.hx = rnd(MOE_D, 21, -1.f, 1.f), m.hw = rnd(MOE_K, 22, 0.05f, 0.2f), m.hh = rnd(MOE_D, 24, -1.f, 1.f), m.hsg = 0.6f;
+    m.x = up_f32(m.hx), m.w = up_f32(m.hw), m.sg = up_f32(std::vector<float>(1, m.hsg)), m.h = up_f32(m.hh);
+}
+static inline void moe_inputs_free(moe_inputs &m) {
+    free_qmat(m.gate), free_qmat(m.up), free_qmat(m.down);
+    for (size_t i = 0; i < m.sgu.size(); i++) free_qmat(m.sgu[i]), free_qmat(m.sdown[i]);
+    cudaFree(m.ids), cudaFree(m.x), cudaFree(m.w), cudaFree(m.sg), cudaFree(m.h);
+}
+
+/* fp64 reference for id set 0 and shared copy 0: act [MOE_K + 1][MOE_I] =
+ * silu(g . x) (u . x), and href = h + sum_j w_j down_j . act_j (the shared
+ * slot's weight hsg).  act_f32: the down's reference takes act rounded to
+ * float, as the kernels do when act is their uploaded input (act itself
+ * stays fp64). */
+static inline void moe_reference(const moe_inputs &m, bool act_f32, std::vector<double> &act, std::vector<double> &href) {
+    const std::vector<double> xd(m.hx.begin(), m.hx.end());
+    act.assign((size_t)(MOE_K + 1) * MOE_I, 0.0), href.assign(m.hh.begin(), m.hh.end());
+    for (int j = 0; j <= MOE_K; j++) {
+        hmat gm, um, dm;
+        if (j < MOE_K) to_host(m.gate, m.hid[j], gm), to_host(m.up, m.hid[j], um), to_host(m.down, m.hid[j], dm);
+        else {
+            lc_qmat sg, su;
+            moe_views(m.sgu[0], sg, su);
+            to_host(sg, 0, gm), to_host(su, 0, um), to_host(m.sdown[0], 0, dm);
+        }
+        double *a = act.data() + (size_t)j * MOE_I;
+        std::vector<double> ad(MOE_I); /* the down's input */
+        for (int r = 0; r < MOE_I; r++) {
+            const double gv = ref_dot(gm, MOE_D, r, xd.data()), uv = ref_dot(um, MOE_D, r, xd.data());
+            a[r] = gv / (1.0 + exp(-gv)) * uv;
+            ad[r] = act_f32 ? (double)(float)a[r] : a[r];
+        }
+        const double wj = j < MOE_K ? m.hw[j] : m.hsg;
+        for (int d = 0; d < MOE_D; d++) href[d] += wj * ref_dot(dm, MOE_I, d, ad.data());
+    }
 }
 
 #endif
