@@ -8,15 +8,25 @@
  * in clock64 cycles per call of one warp with the 256 logits in shared
  * memory, warm (the mean of later calls) and cold (the first call of the
  * launch: instruction cache and all), for:
- *   0 engine     moe_route.cuh's topk_warp (5 dependent shuffle pairs a round)
+ *   0 engine     moe_route.cuh's topk_warp (since 2026-12-04 variant 4's form)
  *   1 redux      a round = __reduce_max_sync of the lanes' best keys, then
- *                __reduce_min_sync of the ids holding it (this session's form)
- *   2 engine-q   0 with the K divisions after the rounds (each v / sum kept)
+ *                __reduce_min_sync of the ids holding it (tried 2026-12-03)
+ *   2 engine-q   the engine's form before: 5 dependent shuffle pairs a round,
+ *                the K divisions after the rounds (each v / sum kept)
  *   3 redux-q    1 with the divisions after the rounds
+ *   4 sorted     each lane sorts its 8 (p, id) once (Batcher's 19
+ *                comparators), so a round is the lanes' heads through
+ *                __reduce_max_sync, __reduce_min_sync of the ids holding
+ *                it, and the winner's shift: no rescan; divisions after
+ *   5 sorted-b   4 with the id reduction only on a tie (a ballot says
+ *                whether one lane holds the max; the winner stores its id)
+ *   6 prelude    the max, the exps and the sum alone (what 0-5 all pay
+ *                before their rounds; not checked)
  * Every variant must give variant 0's ids and weights bit for bit, on random
  * logits, logits with exact ties, and a set with -inf entries (checked on
- * the host).  Compiled 2026-12-03 after the session's device time was spent;
- * not yet run.
+ * the host).  H200, 2026-12-04 (warm cycles a call): the shuffle-pair
+ * engine 4731, redux 3932, 2: 4289, 3: 3852, sorted 2323, sorted-b 3064,
+ * prelude 641; the engine with variant 4's form 2454.
  *   sh bench/kernels/build_topk.sh && build/kernels/topk_test [--quick] */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -28,7 +38,7 @@
 #include "backend/cuda/decode/moe_route.cuh"
 #include "workshop.h"
 
-constexpr int E = 256, K = 8, EPL = E / 32, WARPS = 8, NV = 4;
+constexpr int E = 256, K = 8, EPL = E / 32, WARPS = 8, NV = 7;
 
 __device__ __forceinline__ uint32_t order_key(float f) {
     const uint32_t u = __float_as_uint(f);
@@ -95,6 +105,53 @@ struct keys {
     }
 };
 
+/* variants 4 and 5's state: the lane's keys (bits of p + 1) and ids, sorted
+ * by key descending, ties to the lower id; 0 keys fill in from the end */
+struct sorted8 {
+    uint32_t k[EPL];
+    int id[EPL];
+    __device__ __forceinline__ void cas(int a, int b) {
+        const bool sw = k[b] > k[a] || (k[b] == k[a] && id[b] < id[a]);
+        const uint32_t ka = k[a], kb = k[b];
+        const int ia = id[a], ib = id[b];
+        k[a] = sw ? kb : ka, k[b] = sw ? ka : kb, id[a] = sw ? ib : ia, id[b] = sw ? ia : ib;
+    }
+    __device__ __forceinline__ void init(const float (&p)[EPL]) {
+        static_assert(EPL == 8, "Batcher's network for 8");
+        const int lane = threadIdx.x & 31;
+#pragma unroll
+        for (int i = 0; i < EPL; i++) k[i] = __float_as_uint(p[i]) + 1u, id[i] = lane + 32 * i;
+        cas(0, 1), cas(2, 3), cas(4, 5), cas(6, 7);
+        cas(0, 2), cas(1, 3), cas(4, 6), cas(5, 7);
+        cas(1, 2), cas(5, 6);
+        cas(0, 4), cas(1, 5), cas(2, 6), cas(3, 7);
+        cas(2, 4), cas(3, 5);
+        cas(1, 2), cas(3, 4), cas(5, 6);
+    }
+    __device__ __forceinline__ void shift() {
+#pragma unroll
+        for (int i = 0; i < EPL - 1; i++) k[i] = k[i + 1], id[i] = id[i + 1];
+        k[EPL - 1] = 0;
+    }
+    /* one round: the value (uniform); the id to ids[k] */
+    template <bool BALLOT> __device__ __forceinline__ float pick(int32_t *ids, int kk) {
+        const uint32_t m = __reduce_max_sync(0xffffffffu, k[0]);
+        bool win;
+        if (BALLOT) {
+            const unsigned b = __ballot_sync(0xffffffffu, k[0] == m);
+            if ((b & (b - 1)) == 0) win = k[0] == m;
+            else win = id[0] == (int)__reduce_min_sync(0xffffffffu, k[0] == m ? (uint32_t)id[0] : 0xffffffffu);
+        } else {
+            win = id[0] == (int)__reduce_min_sync(0xffffffffu, k[0] == m ? (uint32_t)id[0] : 0xffffffffu);
+        }
+        if (win) {
+            ids[kk] = id[0];
+            shift();
+        }
+        return __uint_as_float(m - 1u);
+    }
+};
+
 template <int VAR>
 __device__ __forceinline__ void topk(const float *lg, int32_t *ids, float *w) {
     if constexpr (VAR == 0) {
@@ -104,7 +161,26 @@ __device__ __forceinline__ void topk(const float *lg, int32_t *ids, float *w) {
     } else {
         const int lane = threadIdx.x & 31;
         float p[EPL];
-        const float sum = softmax_p(lg, p, VAR == 1 || VAR == 3);
+        const float sum = softmax_p(lg, p, VAR != 2);
+        if constexpr (VAR == 6) {
+            if (lane < K) w[lane] = p[0] + sum, ids[lane] = lane; /* keeps the prelude; not a routing */
+            return;
+        } else if constexpr (VAR == 4 || VAR == 5) {
+            sorted8 sk;
+            sk.init(p);
+            float vk[K];
+#pragma unroll
+            for (int k = 0; k < K; k++) vk[k] = sk.pick<VAR == 5>(ids, k);
+            float wsum = 0.0f, mine = 0.0f;
+#pragma unroll
+            for (int k = 0; k < K; k++) { /* the engine's quotients, summed in its order */
+                const float q = vk[k] / sum;
+                wsum += q;
+                if (lane == k) mine = q;
+            }
+            if (lane < K) w[lane] = mine / wsum;
+            return;
+        }
         keys ks;
         if constexpr (VAR == 1 || VAR == 3) ks.init(p);
         float wsum = 0.0f, mine = 0.0f, vk[K];
@@ -167,7 +243,10 @@ static void launch(int var, const float *lgs, int nsets, int reps, int32_t *ids,
     case 0: topk_kernel<0><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     case 1: topk_kernel<1><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     case 2: topk_kernel<2><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
-    default: topk_kernel<3><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
+    case 3: topk_kernel<3><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
+    case 4: topk_kernel<4><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
+    case 5: topk_kernel<5><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
+    default: topk_kernel<6><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     }
     CK(cudaGetLastError());
 }
@@ -198,7 +277,8 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(d_lg, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
     int clk = 0;
     CK(cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, 0)); /* kHz */
-    const char *names[NV] = {"engine (shuffle pairs)", "redux", "engine, divisions after", "redux, divisions after"};
+    const char *names[NV] = {"engine (shuffle pairs)", "redux",           "engine, divisions after", "redux, divisions after",
+                             "sorted lanes, 2 redux",  "sorted, ballot", "prelude alone (no check)"};
     std::vector<int32_t> ref_ids;
     std::vector<float> ref_w;
     int failures = 0;
@@ -216,7 +296,7 @@ int main(int argc, char **argv) {
         CK(cudaMemcpy(cyc, d_cyc, sizeof cyc, cudaMemcpyDeviceToHost));
         int differ = 0;
         if (v == 0) ref_ids = ids, ref_w = w;
-        else
+        else if (v != 6)
             for (size_t i = 0; i < ids.size(); i++) differ += ids[i] != ref_ids[i] || memcmp(&w[i], &ref_w[i], 4) != 0;
         /* the reference's own sanity: distinct ids, weights summing to 1 */
         for (int s = 0; v == 0 && s < nsets; s++) {
@@ -230,7 +310,7 @@ int main(int argc, char **argv) {
         failures += differ != 0;
         const double warm = reps > 1 ? (double)cyc[1] / (reps - 1) : 0;
         printf("  %-28s %10lld %10.0f %10.2f %10.2f  %s\n", names[v], cyc[0], warm, cyc[0] * 1e3 / clk, warm * 1e3 / clk,
-               differ ? "DIFFER" : v ? "identical" : "(reference)");
+               differ ? "DIFFER" : v == 6 ? "-" : v ? "identical" : "(reference)");
     }
     cudaFree(d_lg), cudaFree(d_w), cudaFree(d_ids), cudaFree(d_cyc);
     printf("%s: %d failure(s)\n", failures ? "FAILED" : "all ok", failures);

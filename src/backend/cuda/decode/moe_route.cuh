@@ -8,10 +8,51 @@
 
 #include "backend/cuda/qdot.cuh"
 
-/* The same for one warp with the E logits in registers (EPL per lane, lane
- * l holding experts l, l+32, ...): no block barriers, so the fused router's
- * last block finishes the routing in a few hundred cycles.  SMEM: lg is in
- * shared memory (the cluster router), else in global memory through L2. */
+/* The softmax and top-K of one token's E logits in one warp (EPL per lane,
+ * lane l holding experts l, l+32, ...): ids[k] the k-th largest p = exp(l -
+ * max) (ties to the lowest id, as the CPU's moe.c), w[k] its share of the K,
+ * sgate the shared expert's gate from logit E.  No block barriers.  SMEM: lg
+ * is in shared memory (the cluster routers), else in global memory (L2).
+ *
+ * With 8 logits a lane (E = 256) each lane first sorts its (p, id) pairs
+ * (Batcher's 19 comparators), so a round is the lanes' heads through one
+ * __reduce_max_sync, the ids holding that max through __reduce_min_sync,
+ * and the winner's shift; the other sizes (and sm_7x) rescan per round with
+ * shuffle pairs.  Both give the same ids and the same weights bit for bit
+ * (bench/kernels/topk_test.cu checks it, with ties and -inf logits): the
+ * same p, sum and quotients, summed in the same order. */
+struct topk_sorted8 {
+    uint32_t k[8]; /* bits of p + 1 (p >= 0), 0 for none; descending */
+    int id[8];     /* ties: the lower id first */
+    __device__ __forceinline__ void cas(int a, int b) {
+        const bool sw = k[b] > k[a] || (k[b] == k[a] && id[b] < id[a]);
+        const uint32_t ka = k[a], kb = k[b];
+        const int ia = id[a], ib = id[b];
+        k[a] = sw ? kb : ka, k[b] = sw ? ka : kb, id[a] = sw ? ib : ia, id[b] = sw ? ia : ib;
+    }
+    __device__ __forceinline__ void sort() {
+        cas(0, 1), cas(2, 3), cas(4, 5), cas(6, 7);
+        cas(0, 2), cas(1, 3), cas(4, 6), cas(5, 7);
+        cas(1, 2), cas(5, 6);
+        cas(0, 4), cas(1, 5), cas(2, 6), cas(3, 7);
+        cas(2, 4), cas(3, 5);
+        cas(1, 2), cas(3, 4), cas(5, 6);
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    /* one round: the largest p left (uniform); the winning lane stores its id */
+    __device__ __forceinline__ float pick(int32_t *ids, int r) {
+        const uint32_t m = __reduce_max_sync(0xffffffffu, k[0]);
+        if (id[0] == (int)__reduce_min_sync(0xffffffffu, k[0] == m ? (uint32_t)id[0] : 0xffffffffu)) {
+            ids[r] = id[0];
+#pragma unroll
+            for (int i = 0; i < 7; i++) k[i] = k[i + 1], id[i] = id[i + 1];
+            k[7] = 0;
+        }
+        return __uint_as_float(m - 1u);
+    }
+#endif
+};
+
 template <int EPL, bool SMEM = false>
 __device__ void topk_warp(const float *lg, int E, int K, int32_t *__restrict__ ids, float *__restrict__ w,
                           float *__restrict__ sgate) {
@@ -33,23 +74,48 @@ __device__ void topk_warp(const float *lg, int E, int K, int32_t *__restrict__ i
     }
     sum = warp_sum(sum);
     float wsum = 0.0f, mine = 0.0f;
-    for (int k = 0; k < K; k++) {
-        float v = -1.0f;
-        int idx = 0x7fffffff;
+    bool sorted = false;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (EPL == 8) {
+        sorted = K <= 8;
+        if (sorted) {
+            topk_sorted8 s;
 #pragma unroll
-        for (int i = 0; i < EPL; i++)
-            if (p[i] > v) v = p[i], idx = lane + 32 * i; /* lowest id wins ties within a lane */
-        for (int o = 16; o > 0; o >>= 1) {
-            const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
-            const int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
-            if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
+            for (int i = 0; i < 8; i++) s.k[i] = p[i] >= 0.0f ? __float_as_uint(p[i]) + 1u : 0u, s.id[i] = lane + 32 * i;
+            s.sort();
+            float v[8];
+#pragma unroll
+            for (int r = 0; r < 8; r++)
+                if (r < K) v[r] = s.pick(ids, r);
+#pragma unroll
+            for (int r = 0; r < 8; r++) /* the divisions off the rounds' chain */
+                if (r < K) {
+                    const float q = v[r] / sum;
+                    wsum += q;
+                    if (lane == r) mine = q;
+                }
         }
+    }
+#endif
+    if (!sorted) {
+        for (int k = 0; k < K; k++) {
+            float v = -1.0f;
+            int idx = 0x7fffffff;
 #pragma unroll
-        for (int i = 0; i < EPL; i++)
-            if (lane + 32 * i == idx) p[i] = -2.0f; /* taken */
-        wsum += v / sum;
-        if (lane == k) mine = v / sum;
-        if (lane == 0) ids[k] = idx;
+            for (int i = 0; i < EPL; i++)
+                if (p[i] > v) v = p[i], idx = lane + 32 * i; /* lowest id wins ties within a lane */
+            for (int o = 16; o > 0; o >>= 1) {
+                const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+                const int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
+                if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
+            }
+#pragma unroll
+            for (int i = 0; i < EPL; i++)
+                if (lane + 32 * i == idx) p[i] = -2.0f; /* taken */
+            wsum += v / sum;
+            if (lane == k) mine = v / sum;
+            if (lane == 0) ids[k] = idx;
+        }
     }
     if (lane < K) w[lane] = mine / wsum;
     if (lane == 0) sgate[0] = sigmoid_f(SMEM ? lg[E] : __ldcg(lg + E));

@@ -32,7 +32,9 @@
  * binary, median of 3; docs/PERFORMANCE.md).  Where the 16.6 go
  * (bench/kernels/moe_cluster_test's stamps, routed slots): 2.1-2.3 us from
  * the release to x, 5.5-6.5 to the routed ids (of which the warp's top-K
- * ~2.9), then 0.3 + 1.0-1.2 gate/up, 0.8-0.9 the exchange, 1.4 the down. */
+ * ~2.9), then 0.3 + 1.0-1.2 gate/up, 0.8-0.9 the exchange, 1.4 the down.
+ * The top-K on sorted lanes (moe_route.cuh, 2026-12-04) took its stamp to
+ * 1.56 us and decode to 719.3 / 648.0 / 490.6 tokens/s. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
