@@ -17,9 +17,9 @@ constexpr int KT = 64; /* keys per tile */
 /* grid (T, H + Hkv), block hd threads */
 __global__ void prep_kernel(lc_attn_params p, const float *__restrict__ proj, int ldp, float *__restrict__ qbuf,
                             uint16_t *__restrict__ kc, uint16_t *__restrict__ vc, const lc_ctrl *ctrl) {
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
     extern __shared__ float xs[];
     __shared__ float scratch[32];
     const int t = blockIdx.x, head = blockIdx.y, d = threadIdx.x, hd = p.hd, pos = ctrl->pos + t;
@@ -94,9 +94,9 @@ template <int HD>
 __global__ void __launch_bounds__(R * 32) attn_kernel(lc_attn_params p, const float *__restrict__ qbuf,
                                                       const uint16_t *__restrict__ kc, const uint16_t *__restrict__ vc,
                                                       int nsplit, float *__restrict__ part, const lc_ctrl *ctrl) {
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
     constexpr int PL = HD / 32, KG = 4; /* dims per lane, keys per load group */
     __shared__ float qs[R][HD];
     __shared__ float sc[R][KT];
@@ -181,9 +181,9 @@ __global__ void __launch_bounds__(R * 32) attn_kernel(lc_attn_params p, const fl
 constexpr int CG = 4, DS_MAX = 64;
 __global__ void combine_kernel(lc_attn_params p, const float *__restrict__ part, int nsplit, int chunk,
                                const float *__restrict__ proj, int ldp, float *__restrict__ out, const lc_ctrl *ctrl) {
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
     /* ranges holding keys: lc_attn_decode's split of the pos + 1 keys */
     const int used = chunk > 0 ? lc_kv_split_of(ctrl->pos + 1, chunk, nsplit).used : nsplit;
     extern __shared__ float sm[]; /* f[nsplit], then partial sums [CG][DS] */

@@ -29,6 +29,19 @@ __device__ __forceinline__ void lc_pdl_launch_dependents() {
 #endif
 }
 
+/* lc_pdl_wait for the layer kernels, with the stop flag (LC_STOPPED) read
+ * before the wait: one L2 round trip less between the wait and the kernel's
+ * first loads.  Only the token choice (argmax, sample) and the control
+ * kernels write ctrl->stop, and no layer kernel directly follows one of
+ * those (a step's first kernel, the embedding, does, and keeps LC_STOPPED
+ * after its wait), so by the rules above the writer has completed when a
+ * layer kernel starts and the flag read before the wait is the one after. */
+__device__ __forceinline__ bool lc_pdl_wait_stop(const lc_ctrl *ctrl) {
+    const bool stop = ctrl != nullptr && __ldcg(&ctrl->stop) != 0;
+    lc_pdl_wait();
+    return stop;
+}
+
 /* Launches kernel with programmatic stream serialization allowed (see above). */
 template <typename... KArgs, typename... Args>
 static cudaError_t lc_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, Args... args) {

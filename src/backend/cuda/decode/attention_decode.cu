@@ -167,9 +167,9 @@ __global__ void __launch_bounds__(NW * 32, 1)
     load_vec<PL>(p.k_norm + lane * PL, kn);
     if (tid < half) sincosf((float)pos * p.rope_inv[tid], &rsn[tid], &rcs[tid]);
 
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) {
+    if (stopped) {
         cp_wait<0>();
         return;
     }

@@ -58,9 +58,9 @@ __global__ void __launch_bounds__(512) gdn_kernel(lc_gdn_params p, const float *
     /* Everything above (weights, the conv window and the state, last written
      * by this layer's previous step) was loaded while the predecessor, the
      * projection that writes proj, drained. */
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
 
     for (int t = 0; t < T; t++) {
         const float *row = proj + (size_t)t * ldp;
@@ -171,9 +171,9 @@ __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, con
     for (int i = 0; i < R; i++) s[i] = __ldcg(S + (size_t)(part + P * i) * D);
     const float nw = p.norm_w[v], dtb = p.dt_bias[h], eA = expf(p.A_log[h]), qscale = rsqrtf((float)D);
     /* all of the above was loaded while the predecessor drained (as in the block form) */
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
     cluster_arrive_relaxed(); /* peers' shared memory is written only once every block has started */
 
     for (int t = 0; t < T; t++) {

@@ -54,9 +54,9 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_kernel(lc_qmat W, int mat,
     };
     int g = warp * U;
     fetch_group(g);
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
 
     load_x_smem<COLS, EPC>(x, norm_w, eps, xn_out, xs4, xcs, scratch);
 

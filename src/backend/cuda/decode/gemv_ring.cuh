@@ -130,11 +130,14 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
     rg.base = smem + (size_t)warp * S * TASK, rg.rb0 = rb0, rg.issued = 0, rg.used = 0;
     rg.n = nt > warp ? (nt - 1 - warp) / WARPS + 1 : 0;
     for (int i = 0; i < S; i++) rg.issue(W); /* weights: before the predecessor finishes */
+    bool stopped;
     if constexpr (!LATE) {
-        lc_pdl_wait();
+        stopped = lc_pdl_wait_stop(ctrl);
         lc_pdl_launch_dependents();
+    } else {
+        stopped = LC_STOPPED(ctrl);
     }
-    if (LC_STOPPED(ctrl)) {
+    if (stopped) {
         cp_wait<0>(); /* no copy lands in a block that has left */
         return;
     }

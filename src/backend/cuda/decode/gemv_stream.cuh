@@ -138,9 +138,9 @@ __global__ void __launch_bounds__(SW * 32, MINB) stream_gemv(lc_qmat W, const fl
             }
         }
     }
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     if (!EARLY) lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
     load_x_smem<COLS, 32>(x, norm_w, eps, xn_out, xs4, xcs, scratch);
     float acc[R];
 #pragma unroll
@@ -227,9 +227,9 @@ __global__ void __launch_bounds__(PW * 32, 1) persist_gemv(lc_qmat W, const floa
     if (EARLY) lc_pdl_launch_dependents(); /* workshop only (see the top of the file) */
 #pragma unroll
     for (int i = 0; i < S - 1; i++) issue(i, gw + i * nw); /* weights only: before the wait */
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     if (!EARLY) lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) {
+    if (stopped) {
         cp_wait<0>(); /* no copy outstanding at exit */
         return;
     }
@@ -327,9 +327,9 @@ __global__ void __launch_bounds__(SW * 32) stream_gate_up(lc_qmat gate, lc_qmat 
                     b[m][u][c] = __ldg(M.b + sb + k / 2);
                 }
             }
-    if (shared_slot) lc_pdl_wait();
+    const bool stopped = shared_slot ? lc_pdl_wait_stop(ctrl) : LC_STOPPED(ctrl); /* routed slots: no wait (ids from before the predecessor) */
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
     load_x_smem<COLS, 32>(x, nullptr, 0.0f, nullptr, xs4, xcs, scratch);
     float acc[2][R];
 #pragma unroll
@@ -388,9 +388,9 @@ __global__ void __launch_bounds__(DW * 32) stream_down(lc_qmat down, lc_qmat sdo
             s[j] = __ldg(M.s + qrow_sb(M, ee, r) + sub / 2);
             b[j] = __ldg(M.b + qrow_sb(M, ee, r) + sub / 2);
         }
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
     for (int g = tid; g < J * NCH * 8; g += blockDim.x) {
         const int j = g / (NCH * 8), rem = g % (NCH * 8), c = rem / 8, qq = rem % 8;
         xs4[j * NCH * 8 + qq * NCH + c] = reinterpret_cast<const float4 *>(act)[g];

@@ -364,9 +364,9 @@ __global__ void __launch_bounds__(RB * (K / (128 * NSP)) * 32, MINB)
     const int ks = warp % KS, r0 = (blockIdx.x * RB + warp / KS) * 16;
     tile<K, NSP> tl;
     tl.load(W.w + (size_t)r0 * (K / 8), W.s + (size_t)r0 * G, W.b + (size_t)r0 * G, ks, g, c);
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
     const float down = prep_x<K, NT>(x, norm_w, eps, bf, xs, scratch);
     float ya, yb;
     tl.dot(bf, xs, down, ks, g, c, ya, yb);
@@ -415,9 +415,9 @@ __global__ void __launch_bounds__(2 * (2048 / (128 * NSP)) * 32, XW ? 3 : 0) tq_
     const size_t row = (size_t)e * gate.rows + r0;  /* all four have I rows (the caller checks) */
     tile<KD, NSP> tl;
     tl.load(mw + row * (KD / 8), ms + row * (KD / 64), mb + row * (KD / 64), ks, g, c);
-    if (shared_slot) lc_pdl_wait();
+    const bool stopped = shared_slot ? lc_pdl_wait_stop(ctrl) : LC_STOPPED(ctrl); /* routed slots: no wait (ids from before the predecessor) */
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
     float ya, yb;
     if constexpr (XW) { /* no block barrier before the dot */
         uint4 *bw = bf + warp * (NSP + 1) * 2 * SLOTS;
@@ -479,9 +479,9 @@ __global__ void __launch_bounds__(9 * RB * 32) tq_down(lc_qmat down, lc_qmat sdo
     const size_t row = (size_t)e * down.rows + r0; /* sdown has down's rows (the launcher checks) */
     tile<KD, NSPAN> tl;
     tl.load(mw + row * (KD / 8), ms + row * G, mb + row * G, 0, g, c);
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
     if (warp < J) {
         const float d = prep_x_warp<KD>(act + (size_t)warp * KD, bf[warp], xs[warp]);
         if (lane == 0) dn[warp] = d;

@@ -100,9 +100,9 @@ __global__ void __launch_bounds__(WARPS * 32) router_kernel(lc_qmat R, const flo
     const int r = (blockIdx.x * WARPS + warp) * RPW + lane / LPR;
     typename Q::chunk c;
     if (r < R.rows) Q::fetch(R, 0, r, sub, c); /* weights: before the predecessor finishes */
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
     load_x_smem<COLS, EPC>(h, norm_w, eps, xn, xs4, xcs, scratch);
     const float acc = router_row<BITS, CPL, LPR>(c, r < R.rows, sub, xs4, xcs);
     if (r < R.rows && sub == 0) logits[r] = acc;
@@ -151,13 +151,12 @@ __global__ void __launch_bounds__(RW * 32, 2) router_cluster_kernel(lc_qmat R, c
 #pragma unroll
     for (int p = 0; p < PASS; p++)
         if (r0 + p * STEP < R.rows) Q::fetch(R, 0, r0 + p * STEP, sub, c[p]); /* weights: before the predecessor finishes */
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
     /* block 0's shared memory is written only once every block of the
      * cluster has started (the start barrier; its wait comes after the dots,
      * so it costs nothing there) */
     cluster_arrive_relaxed();
-    const bool stopped = LC_STOPPED(ctrl);
     float acc[PASS];
     if (!stopped) {
         load_x_smem<COLS, EPC>(h, norm_w, eps, rank == 0 ? xn : nullptr, xs4, xcs, scratch);
@@ -220,9 +219,9 @@ __global__ void __launch_bounds__(GU_WARPS * 32, 4) gate_up_kernel(lc_qmat gate,
     };
     int g = warp * GU;
     fetch_group(g); /* in flight while the activations arrive */
-    if (shared_slot) lc_pdl_wait();
+    const bool stopped = shared_slot ? lc_pdl_wait_stop(ctrl) : LC_STOPPED(ctrl); /* routed slots: no wait (ids from before the predecessor) */
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
     load_x_smem<COLS, EPC>(x, nullptr, 0.0f, nullptr, xs4, xcs, scratch);
     for (; g * RPW < rows_per_block; g += GU_WARPS * GU) {
         float ag[GU], au[GU];
@@ -280,9 +279,9 @@ __global__ void __launch_bounds__(DOWN_WARPS * 32) down_kernel(lc_qmat down, lc_
             const int e = j == KMAX ? 0 : __ldcg(ids + j);
             Q::fetch(j == KMAX ? sdown : down, (unsigned)e < (unsigned)down.n_mat ? e : 0, r, sub, ch[j]);
         }
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
 #pragma unroll 4
     for (int g = tid; g < J * NCH * F4; g += blockDim.x) {
         const int j = g / (NCH * F4), rem = g % (NCH * F4), c = rem / F4, qq = rem % F4;

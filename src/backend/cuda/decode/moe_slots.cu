@@ -125,10 +125,10 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         gemv_ring::copy_task<D>(slot1, mw, ms, mb, rank * AR + 16, k);
         cp_commit();
     }
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     STAMP(1);
     lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) { /* every block of every cluster: no barrier is left waiting */
+    if (stopped) { /* every block of every cluster: no barrier is left waiting */
         cp_wait<0>();
         return;
     }
@@ -246,9 +246,9 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
 /* h[d] += sum_j P[j][d], slots in order */
 __global__ void moe_slots_combine_kernel(const float *__restrict__ P, float *__restrict__ h, int early, const lc_ctrl *ctrl) {
     if (early) lc_pdl_launch_dependents(); /* before the wait (see the launcher) */
-    lc_pdl_wait();
+    const bool stopped = lc_pdl_wait_stop(ctrl);
     if (!early) lc_pdl_launch_dependents();
-    if (LC_STOPPED(ctrl)) return;
+    if (stopped) return;
     const int d = blockIdx.x * blockDim.x + threadIdx.x;
     float v[J];
 #pragma unroll
