@@ -182,6 +182,14 @@ for l in a:
             LILAC_MOE=split LILAC_GATE_UP=xw timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate > "$OUT/${tool}_next.log" 2>&1
             echo "$tool next rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_next.log"
         done ;;
+    abdec) # decode at 4K, 32K and 128K: the working tree's lilac against a baseline's (tools/gpu_bundle_rev.sh REV,
+        # carried as .gpubundle-base.tgz), alternating binaries so a drift of the machine shows in both
+        [ -x .gpubundle-base/lilac ] || tar -xzf .gpubundle-base.tgz || { echo "abdec: no .gpubundle-base.tgz"; continue; }
+        for r in 1 2; do for v in base tree; do
+            d=$B; [ $v = base ] && d=.gpubundle-base
+            echo "$v ($($d/lilac --version | head -1)), round $r"
+            LD_LIBRARY_PATH=$PWD/$d/lib:$LD_LIBRARY_PATH timeout 150 $d/lilac bench --synthetic --decode ${DEC:-4096,32768,131072} -n 256 --repeats 3 --no-profile 2>&1 | tee "$OUT/bench_ab_${v}_$r.txt" | grep -E "^\| [0-9]"
+        done; done ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
     gemvab) for k in auto engine; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 150 $B/lilac bench --synthetic --decode 4096 -n 256 2>&1 | tee "$OUT/bench_4k_gemv_$k.txt"; done ;;
     esac
