@@ -188,7 +188,7 @@ for l in a:
         for r in 1 2; do for v in base tree; do
             d=$B; [ $v = base ] && d=.gpubundle-base
             echo "$v ($($d/lilac --version | head -1)), round $r"
-            LD_LIBRARY_PATH=$PWD/$d/lib:$LD_LIBRARY_PATH timeout 150 $d/lilac bench --synthetic --decode ${DEC:-4096,32768,131072} -n 256 --repeats 3 --no-profile 2>&1 | tee "$OUT/bench_ab_${v}_$r.txt" | grep -E "^\| [0-9]"
+            LD_LIBRARY_PATH=$PWD/$d/lib:$LD_LIBRARY_PATH timeout 150 $d/lilac bench --synthetic --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | tee "$OUT/bench_ab_${v}_$r.txt" | grep -E "^\| [0-9]"
         done; done ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
     gemvab) for k in auto engine; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 150 $B/lilac bench --synthetic --decode 4096 -n 256 2>&1 | tee "$OUT/bench_4k_gemv_$k.txt"; done ;;
