@@ -190,6 +190,17 @@ for l in a:
             echo "$v ($($d/lilac --version | head -1)), round $r"
             LD_LIBRARY_PATH=$PWD/$d/lib:$LD_LIBRARY_PATH timeout 150 $d/lilac bench --synthetic --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | tee "$OUT/bench_ab_${v}_$r.txt" | grep -E "^\| [0-9]"
         done; done ;;
+    l2ab) # decode at 4K, 32K and 128K with the next GEMV's L2 prefetch on and off (LILAC_L2_NEXT=0), same binary, twice
+        for r in 1 2; do for v in 1 0; do
+            echo "LILAC_L2_NEXT=$v, round $r"
+            LILAC_L2_NEXT=$v timeout 150 $B/lilac bench --synthetic --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | grep -E "^\| [0-9]"
+        done; done ;;
+    gputests) # every GPU test binary of the bundle, each to its log; the summary lines here
+        for t in $B/tests/test_gpu_*; do
+            n=$(basename "$t")
+            timeout 300 "$t" > "$OUT/$n.log" 2>&1; echo "$n rc=$?: $(tail -1 "$OUT/$n.log")"
+            grep -E "top-1|FAIL" "$OUT/$n.log" | head -12
+        done ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
     gemvab) for k in auto engine; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 150 $B/lilac bench --synthetic --decode 4096 -n 256 2>&1 | tee "$OUT/bench_4k_gemv_$k.txt"; done ;;
     esac
