@@ -11,13 +11,14 @@
  *   0 engine     moe_route.cuh's topk_warp (since 2026-12-04 variant 4's form)
  *   1 redux      a round = __reduce_max_sync of the lanes' best keys, then
  *                __reduce_min_sync of the ids holding it (tried 2026-12-03)
- *   2 engine-q   the engine's form before: 5 dependent shuffle pairs a round,
- *                the K divisions after the rounds (each v / sum kept)
+ *   2 engine-q   the engine's form before (moe_route.cuh's topk_round_shfl,
+ *                5 dependent shuffle pairs a round), the K divisions after
+ *                the rounds (each v / sum kept)
  *   3 redux-q    1 with the divisions after the rounds
- *   4 sorted     each lane sorts its 8 (p, id) once (Batcher's 19
- *                comparators), so a round is the lanes' heads through
- *                __reduce_max_sync, __reduce_min_sync of the ids holding
- *                it, and the winner's shift: no rescan; divisions after
+ *   4 sorted     moe_route.cuh's topk_sorted8 (each lane sorts its 8
+ *                (p, id) once, a round is __reduce_max_sync of the heads,
+ *                __reduce_min_sync of the ids holding it and the winner's
+ *                shift), divisions after: the engine's rounds outside it
  *   5 sorted-b   4 with the id reduction only on a tie (a ballot says
  *                whether one lane holds the max; the winner stores its id)
  *   6 prelude    the max, the exps and the sum alone (what 0-5 all pay
@@ -59,23 +60,6 @@ __device__ __forceinline__ float softmax_p(const float *lg, float (&p)[EPL], boo
     return warp_sum(sum);
 }
 
-/* One round's pick: the largest p, ties to the lowest id, by shuffle pairs */
-__device__ __forceinline__ void pick_shfl(float (&p)[EPL], float &v, int &idx) {
-    const int lane = threadIdx.x & 31;
-    v = -1.0f, idx = 0x7fffffff;
-#pragma unroll
-    for (int i = 0; i < EPL; i++)
-        if (p[i] > v) v = p[i], idx = lane + 32 * i;
-    for (int o = 16; o > 0; o >>= 1) {
-        const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
-        const int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
-        if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
-    }
-#pragma unroll
-    for (int i = 0; i < EPL; i++)
-        if (lane + 32 * i == idx) p[i] = -2.0f;
-}
-
 /* variants 1 and 3's state: keys (bits of p + 1, 0 once taken), the lane's best */
 struct keys {
     uint32_t k[EPL], best;
@@ -105,52 +89,21 @@ struct keys {
     }
 };
 
-/* variants 4 and 5's state: the lane's keys (bits of p + 1) and ids, sorted
- * by key descending, ties to the lower id; 0 keys fill in from the end */
-struct sorted8 {
-    uint32_t k[EPL];
-    int id[EPL];
-    __device__ __forceinline__ void cas(int a, int b) {
-        const bool sw = k[b] > k[a] || (k[b] == k[a] && id[b] < id[a]);
-        const uint32_t ka = k[a], kb = k[b];
-        const int ia = id[a], ib = id[b];
-        k[a] = sw ? kb : ka, k[b] = sw ? ka : kb, id[a] = sw ? ib : ia, id[b] = sw ? ia : ib;
+/* variant 5's round on moe_route.cuh's sorted lanes: the id reduction only
+ * when a ballot finds the maximum in more than one lane; the value (uniform),
+ * the winner's id to ids[kk] */
+__device__ __forceinline__ float pick_ballot(topk_sorted8 &s, int32_t *ids, int kk) {
+    const uint32_t m = __reduce_max_sync(0xffffffffu, s.k[0]);
+    const unsigned b = __ballot_sync(0xffffffffu, s.k[0] == m);
+    const bool win = (b & (b - 1)) == 0
+                         ? s.k[0] == m
+                         : s.id[0] == (int)__reduce_min_sync(0xffffffffu, s.k[0] == m ? (uint32_t)s.id[0] : 0xffffffffu);
+    if (win) {
+        ids[kk] = s.id[0];
+        s.shift();
     }
-    __device__ __forceinline__ void init(const float (&p)[EPL]) {
-        static_assert(EPL == 8, "Batcher's network for 8");
-        const int lane = threadIdx.x & 31;
-#pragma unroll
-        for (int i = 0; i < EPL; i++) k[i] = __float_as_uint(p[i]) + 1u, id[i] = lane + 32 * i;
-        cas(0, 1), cas(2, 3), cas(4, 5), cas(6, 7);
-        cas(0, 2), cas(1, 3), cas(4, 6), cas(5, 7);
-        cas(1, 2), cas(5, 6);
-        cas(0, 4), cas(1, 5), cas(2, 6), cas(3, 7);
-        cas(2, 4), cas(3, 5);
-        cas(1, 2), cas(3, 4), cas(5, 6);
-    }
-    __device__ __forceinline__ void shift() {
-#pragma unroll
-        for (int i = 0; i < EPL - 1; i++) k[i] = k[i + 1], id[i] = id[i + 1];
-        k[EPL - 1] = 0;
-    }
-    /* one round: the value (uniform); the id to ids[k] */
-    template <bool BALLOT> __device__ __forceinline__ float pick(int32_t *ids, int kk) {
-        const uint32_t m = __reduce_max_sync(0xffffffffu, k[0]);
-        bool win;
-        if (BALLOT) {
-            const unsigned b = __ballot_sync(0xffffffffu, k[0] == m);
-            if ((b & (b - 1)) == 0) win = k[0] == m;
-            else win = id[0] == (int)__reduce_min_sync(0xffffffffu, k[0] == m ? (uint32_t)id[0] : 0xffffffffu);
-        } else {
-            win = id[0] == (int)__reduce_min_sync(0xffffffffu, k[0] == m ? (uint32_t)id[0] : 0xffffffffu);
-        }
-        if (win) {
-            ids[kk] = id[0];
-            shift();
-        }
-        return __uint_as_float(m - 1u);
-    }
-};
+    return __uint_as_float(m - 1u);
+}
 
 template <int VAR>
 __device__ __forceinline__ void topk(const float *lg, int32_t *ids, float *w) {
@@ -166,11 +119,11 @@ __device__ __forceinline__ void topk(const float *lg, int32_t *ids, float *w) {
             if (lane < K) w[lane] = p[0] + sum, ids[lane] = lane; /* keeps the prelude; not a routing */
             return;
         } else if constexpr (VAR == 4 || VAR == 5) {
-            sorted8 sk;
+            topk_sorted8 sk;
             sk.init(p);
             float vk[K];
 #pragma unroll
-            for (int k = 0; k < K; k++) vk[k] = sk.pick<VAR == 5>(ids, k);
+            for (int k = 0; k < K; k++) vk[k] = VAR == 5 ? pick_ballot(sk, ids, k) : sk.pick(ids, k);
             float wsum = 0.0f, mine = 0.0f;
 #pragma unroll
             for (int k = 0; k < K; k++) { /* the engine's quotients, summed in its order */
@@ -188,7 +141,7 @@ __device__ __forceinline__ void topk(const float *lg, int32_t *ids, float *w) {
         for (int k = 0; k < K; k++) {
             float v;
             int idx;
-            if constexpr (VAR == 2) pick_shfl(p, v, idx);
+            if constexpr (VAR == 2) topk_round_shfl<EPL>(p, v, idx);
             else ks.pick(v, idx);
             if (lane == 0) ids[k] = idx;
             if constexpr (VAR == 1) {

@@ -327,7 +327,8 @@ __global__ void __launch_bounds__(SW * 32) stream_gate_up(lc_qmat gate, lc_qmat 
                     b[m][u][c] = __ldg(M.b + sb + k / 2);
                 }
             }
-    const bool stopped = shared_slot ? lc_pdl_wait_stop(ctrl) : LC_STOPPED(ctrl); /* routed slots: no wait (ids from before the predecessor) */
+    /* routed slots: no wait (their ids are from before the predecessor) */
+    const bool stopped = shared_slot ? lc_pdl_wait_stop(ctrl) : LC_STOPPED(ctrl);
     lc_pdl_launch_dependents();
     if (stopped) return;
     load_x_smem<COLS, 32>(x, nullptr, 0.0f, nullptr, xs4, xcs, scratch);

@@ -415,7 +415,8 @@ __global__ void __launch_bounds__(2 * (2048 / (128 * NSP)) * 32, XW ? 3 : 0) tq_
     const size_t row = (size_t)e * gate.rows + r0;  /* all four have I rows (the caller checks) */
     tile<KD, NSP> tl;
     tl.load(mw + row * (KD / 8), ms + row * (KD / 64), mb + row * (KD / 64), ks, g, c);
-    const bool stopped = shared_slot ? lc_pdl_wait_stop(ctrl) : LC_STOPPED(ctrl); /* routed slots: no wait (ids from before the predecessor) */
+    /* routed slots: no wait (their ids are from before the predecessor) */
+    const bool stopped = shared_slot ? lc_pdl_wait_stop(ctrl) : LC_STOPPED(ctrl);
     lc_pdl_launch_dependents();
     if (stopped) return;
     float ya, yb;

@@ -219,7 +219,8 @@ __global__ void __launch_bounds__(GU_WARPS * 32, 4) gate_up_kernel(lc_qmat gate,
     };
     int g = warp * GU;
     fetch_group(g); /* in flight while the activations arrive */
-    const bool stopped = shared_slot ? lc_pdl_wait_stop(ctrl) : LC_STOPPED(ctrl); /* routed slots: no wait (ids from before the predecessor) */
+    /* routed slots: no wait (their ids are from before the predecessor) */
+    const bool stopped = shared_slot ? lc_pdl_wait_stop(ctrl) : LC_STOPPED(ctrl);
     lc_pdl_launch_dependents();
     if (stopped) return;
     load_x_smem<COLS, EPC>(x, nullptr, 0.0f, nullptr, xs4, xcs, scratch);

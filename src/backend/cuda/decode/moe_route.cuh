@@ -24,6 +24,18 @@
 struct topk_sorted8 {
     uint32_t k[8]; /* bits of p + 1 (p >= 0), 0 for none; descending */
     int id[8];     /* ties: the lower id first */
+    /* the lane's p (lane l: experts l, l + 32, ...; below 0: none), sorted */
+    __device__ __forceinline__ void init(const float (&p)[8]) {
+        const int lane = threadIdx.x & 31;
+#pragma unroll
+        for (int i = 0; i < 8; i++) k[i] = p[i] >= 0.0f ? __float_as_uint(p[i]) + 1u : 0u, id[i] = lane + 32 * i;
+        sort();
+    }
+    __device__ __forceinline__ void shift() { /* the head taken */
+#pragma unroll
+        for (int i = 0; i < 7; i++) k[i] = k[i + 1], id[i] = id[i + 1];
+        k[7] = 0;
+    }
     __device__ __forceinline__ void cas(int a, int b) {
         const bool sw = k[b] > k[a] || (k[b] == k[a] && id[b] < id[a]);
         const uint32_t ka = k[a], kb = k[b];
@@ -38,20 +50,37 @@ struct topk_sorted8 {
         cas(2, 4), cas(3, 5);
         cas(1, 2), cas(3, 4), cas(5, 6);
     }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800 /* redux.sync; declared for the host pass */
     /* one round: the largest p left (uniform); the winning lane stores its id */
     __device__ __forceinline__ float pick(int32_t *ids, int r) {
         const uint32_t m = __reduce_max_sync(0xffffffffu, k[0]);
         if (id[0] == (int)__reduce_min_sync(0xffffffffu, k[0] == m ? (uint32_t)id[0] : 0xffffffffu)) {
             ids[r] = id[0];
-#pragma unroll
-            for (int i = 0; i < 7; i++) k[i] = k[i + 1], id[i] = id[i + 1];
-            k[7] = 0;
+            shift();
         }
         return __uint_as_float(m - 1u);
     }
 #endif
 };
+
+/* One round of the other sizes: the largest p of the lanes' EPL (ties to
+ * the lowest id) by 5 dependent shuffle pairs, marked taken (-2). */
+template <int EPL>
+__device__ __forceinline__ void topk_round_shfl(float (&p)[EPL], float &v, int &idx) {
+    const int lane = threadIdx.x & 31;
+    v = -1.0f, idx = 0x7fffffff;
+#pragma unroll
+    for (int i = 0; i < EPL; i++)
+        if (p[i] > v) v = p[i], idx = lane + 32 * i; /* lowest id wins ties within a lane */
+    for (int o = 16; o > 0; o >>= 1) {
+        const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+        const int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
+        if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
+    }
+#pragma unroll
+    for (int i = 0; i < EPL; i++)
+        if (lane + 32 * i == idx) p[i] = -2.0f; /* taken */
+}
 
 template <int EPL, bool SMEM = false>
 __device__ void topk_warp(const float *lg, int E, int K, int32_t *__restrict__ ids, float *__restrict__ w,
@@ -80,9 +109,7 @@ __device__ void topk_warp(const float *lg, int E, int K, int32_t *__restrict__ i
         sorted = K <= 8;
         if (sorted) {
             topk_sorted8 s;
-#pragma unroll
-            for (int i = 0; i < 8; i++) s.k[i] = p[i] >= 0.0f ? __float_as_uint(p[i]) + 1u : 0u, s.id[i] = lane + 32 * i;
-            s.sort();
+            s.init(p);
             float v[8];
 #pragma unroll
             for (int r = 0; r < 8; r++)
@@ -99,19 +126,9 @@ __device__ void topk_warp(const float *lg, int E, int K, int32_t *__restrict__ i
 #endif
     if (!sorted) {
         for (int k = 0; k < K; k++) {
-            float v = -1.0f;
-            int idx = 0x7fffffff;
-#pragma unroll
-            for (int i = 0; i < EPL; i++)
-                if (p[i] > v) v = p[i], idx = lane + 32 * i; /* lowest id wins ties within a lane */
-            for (int o = 16; o > 0; o >>= 1) {
-                const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
-                const int i2 = __shfl_xor_sync(0xffffffffu, idx, o);
-                if (v2 > v || (v2 == v && i2 < idx)) v = v2, idx = i2;
-            }
-#pragma unroll
-            for (int i = 0; i < EPL; i++)
-                if (lane + 32 * i == idx) p[i] = -2.0f; /* taken */
+            float v;
+            int idx;
+            topk_round_shfl<EPL>(p, v, idx);
             wsum += v / sum;
             if (lane == k) mine = v / sum;
             if (lane == 0) ids[k] = idx;
