@@ -15,7 +15,7 @@ BIN=${ATTN_BIN:-build/kernels/attn_prefill_test}
 mkdir -p build/kernels "$(dirname "$BIN")"
 nvcc -O3 -std=c++17 -arch=sm_90a -Isrc -Iinclude -lineinfo \
     -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -Xptxas -v "$@" \
-    bench/kernels/attn_prefill_test.cu src/backend/cuda/prefill/attention_prefill_wgmma.cu src/backend/cuda/attention.cu \
+    bench/kernels/attn_prefill_test.cu src/backend/cuda/prefill/attention_prefill_wgmma.cu src/backend/cuda/attention.cu src/backend/cuda/decode_try.c \
     -o "$BIN" 2> "$BIN.ptxas.txt" ||
     { cat "$BIN.ptxas.txt"; exit 1; }
 # warnings (anything but ptxas info lines) are shown, then per-kernel resources

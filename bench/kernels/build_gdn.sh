@@ -5,6 +5,6 @@
 set -e
 mkdir -p build/kernels
 nvcc -O3 -std=c++17 -arch=sm_90a -Isrc -Iinclude -lineinfo $EXTRA \
-    bench/kernels/gdn_chunk_test.cu src/backend/cuda/prefill/gdn_chunk.cu src/backend/cuda/decode/gdn_step.cu \
+    bench/kernels/gdn_chunk_test.cu src/backend/cuda/prefill/gdn_chunk.cu src/backend/cuda/decode/gdn_step.cu src/backend/cuda/decode_try.c \
     -o build/kernels/gdn_chunk_test
 echo "built build/kernels/gdn_chunk_test (run: build/kernels/gdn_chunk_test [--no-timing | --small]; under racecheck use --small)"

@@ -123,7 +123,11 @@ for l in a:
         echo "memcheck gemv_mma rc=$?"; grep SUMMARY "$OUT/memcheck_gemv_mma.log" ;;
     gdnstep) # the decode DeltaNet step workshop (block form vs split forms): correctness and timing, then the sanitizers on --quick
         [ -x build/kernels/gdn_step_test ] || sh bench/kernels/build_gdn_step.sh > "$OUT/build_gdn_step.log" 2>&1
-        timeout 150 build/kernels/gdn_step_test 2>&1 | tee "$OUT/gdn_step.log" | tail -30
+        for v in - gdnstore gdnxchg gdnstore,gdnxchg; do # LILAC_DECODE_TRY's variants of the split form (read per launch)
+            t=$v; [ "$v" = - ] && t=
+            echo "--- LILAC_DECODE_TRY=${t:-(unset)}"
+            LILAC_DECODE_TRY=$t timeout 150 build/kernels/gdn_step_test 2>&1 | tee -a "$OUT/gdn_step.log" | tail -30
+        done
         for tool in memcheck racecheck synccheck; do
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_step_test --quick > "$OUT/${tool}_gdn_step.log" 2>&1
             echo "$tool gdn_step --quick rc=$?"; grep -E "SUMMARY|all ok|FAIL" "$OUT/${tool}_gdn_step.log" | head -3
@@ -132,7 +136,11 @@ for l in a:
         # one-kernel MoE (lc_moe_slots) against its three kernels with its phase stamps, out_proj + MoE with the
         # routing beside out_proj (early) against the engine's, then the sanitizers
         [ -x build/kernels/moe_cluster_test ] || sh bench/kernels/build_moe_cluster.sh > "$OUT/build_moe_cluster.log" 2>&1
-        timeout 120 build/kernels/moe_cluster_test 2>&1 | tee "$OUT/moe_cluster.log"
+        for v in - xstage xchg xstage,xchg; do # LILAC_DECODE_TRY's variants of the one kernel (read per launch)
+            t=$v; [ "$v" = - ] && t=
+            echo "--- LILAC_DECODE_TRY=${t:-(unset)}"
+            LILAC_DECODE_TRY=$t timeout 120 build/kernels/moe_cluster_test 2>&1 | tee -a "$OUT/moe_cluster.log"
+        done
         for tool in memcheck racecheck synccheck; do
             timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/moe_cluster_test --quick > "$OUT/${tool}_moecl.log" 2>&1
             echo "$tool moe_cluster --quick rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_moecl.log"
@@ -190,11 +198,26 @@ for l in a:
             echo "$v ($($d/lilac --version | head -1)), round $r"
             LD_LIBRARY_PATH=$PWD/$d/lib:$LD_LIBRARY_PATH timeout 150 $d/lilac bench --synthetic --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | tee "$OUT/bench_ab_${v}_$r.txt" | grep -E "^\| [0-9]"
         done; done ;;
-    l2ab) # decode at 4K, 32K and 128K with the next GEMV's L2 prefetch on and off (LILAC_L2_NEXT=0), same binary, twice
-        for r in 1 2; do for v in 1 0; do
-            echo "LILAC_L2_NEXT=$v, round $r"
-            LILAC_L2_NEXT=$v timeout 150 $B/lilac bench --synthetic --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | grep -E "^\| [0-9]"
-        done; done ;;
+    tryab) # decode at 4K, 32K and 128K: the default against each LILAC_DECODE_TRY variant alone and all of them, same
+        # binary, two rounds in alternating order (TRY_LIST overrides the list; "-" is the default)
+        for r in 1 2; do
+            list="- ${TRY_LIST:-xstage xchg l2next combine gdnstore gdnxchg all}"
+            [ $r = 2 ] && list=$(echo $list | tr ' ' '\n' | tac | tr '\n' ' ')
+            for v in $list; do
+                t=$v; [ "$v" = - ] && t=
+                echo "LILAC_DECODE_TRY=${t:-(unset)}, round $r"
+                LILAC_DECODE_TRY=$t timeout 150 $B/lilac bench --synthetic --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | tee "$OUT/bench_try_${v}_$r.txt" | grep -E "^\| [0-9]"
+            done
+        done ;;
+    trysan) # the variants under the sanitizers: the MoE one (moe_cluster_test) and the DeltaNet step (gdn_step_test) workshops
+        [ -x build/kernels/moe_cluster_test ] || sh bench/kernels/build_moe_cluster.sh > "$OUT/build_moe_cluster.log" 2>&1
+        [ -x build/kernels/gdn_step_test ] || sh bench/kernels/build_gdn_step.sh > "$OUT/build_gdn_step.log" 2>&1
+        for tool in memcheck racecheck synccheck; do
+            LILAC_DECODE_TRY=all timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/moe_cluster_test --quick > "$OUT/${tool}_try_moecl.log" 2>&1
+            echo "$tool moe_cluster (all variants) rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_try_moecl.log"
+            LILAC_DECODE_TRY=all timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_step_test --quick > "$OUT/${tool}_try_gdn.log" 2>&1
+            echo "$tool gdn_step (all variants) rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_try_gdn.log"
+        done ;;
     gputests) # every GPU test binary of the bundle, each to its log; the summary lines here
         for t in $B/tests/test_gpu_*; do
             n=$(basename "$t")

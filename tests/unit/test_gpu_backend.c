@@ -253,33 +253,47 @@ static void test_gpu_vs_cpu_real_width(void) {
         CHECK(agree >= 0.99 * T, "top-1 agreement %d/%d", agree, T);
     }
     /* decode after prefill equals the prefill logits: the MoE as one kernel
-     * (lc_moe_slots, the default at these shapes) and as the router, gate/up
-     * and down kernels (LILAC_MOE=split, read when a session's step is enqueued) */
-    for (int split = 0; b && split < 2; split++) {
+     * (lc_moe_slots, the default at these shapes), as the router, gate/up
+     * and down kernels (LILAC_MOE=split), and with every candidate variant
+     * (LILAC_DECODE_TRY=all, cuda_ops.h), which must give the default's
+     * logits bit for bit; both variables are read when a session's step is
+     * enqueued */
+    static const char *const form_name[3] = {"one kernel", "router + gate/up + down", "one kernel, LILAC_DECODE_TRY=all"};
+    float *rows0 = b ? malloc((size_t)16 * Vr * sizeof(float)) : NULL;
+    for (int form = 0; rows0 && form < 3; form++) {
         lilac_session *s = NULL;
         float *row = malloc((size_t)Vr * sizeof(float));
-        if (split) setenv("LILAC_MOE", "split", 1);
+        if (form == 1) setenv("LILAC_MOE", "split", 1);
+        if (form == 2) setenv("LILAC_DECODE_TRY", "all", 1);
         if (!lilac_session_new(gg, T + 8, &s, &e) && !lilac_session_feed(s, ids, T / 2, NULL, 0, &e)) {
             double worst = 0;
-            int top = 0, n = 0;
+            int top = 0, n = 0, same = 0;
             for (int t = T / 2; t < T / 2 + 16; t++, n++) {
                 if (lilac_session_feed(s, &ids[t], 1, row, 0, &e)) break;
                 double d = max_diff(row, b + (size_t)t * Vr, (size_t)Vr);
                 worst = d > worst ? d : worst;
                 top += argmax(row, Vr) == argmax(b + (size_t)t * Vr, Vr);
+                if (form == 0) memcpy(rows0 + (size_t)n * Vr, row, (size_t)Vr * sizeof(float));
+                if (form == 2) same += memcmp(rows0 + (size_t)n * Vr, row, (size_t)Vr * sizeof(float)) == 0;
             }
-            printf("    decode after prefill vs prefill (MoE %s): max |dlogit| %.3g, top-1 %d/%d\n",
-                   split ? "router + gate/up + down" : "one kernel", worst, top, n);
+            printf("    decode after prefill vs prefill (MoE %s): max |dlogit| %.3g, top-1 %d/%d\n", form_name[form], worst, top,
+                   n);
             CHECK(n == 16, "decode stopped after %d tokens: %s", n, e.msg);
             CHECK(worst < 5e-3, "decode after prefill differs by %g", worst);
             CHECK(top == n, "top-1 differs at %d of %d positions", n - top, n);
+            if (form == 2) {
+                printf("    the candidate variants against the default: %d/%d rows of logits bit for bit\n", same, n);
+                CHECK(same == n, "LILAC_DECODE_TRY=all changed %d of %d rows", n - same, n);
+            }
         } else {
             CHECK(0, "%s", e.msg);
         }
         unsetenv("LILAC_MOE");
+        unsetenv("LILAC_DECODE_TRY");
         free(row);
         lilac_session_free(s);
     }
+    free(rows0);
     free(a);
     free(b);
     lilac_engine_close(gc);
@@ -365,11 +379,15 @@ static void test_gpu_long_context_decode(void) {
     static int32_t ids[L];
     uint64_t x = 5;
     for (int i = 0; i < L; i++) x = x * 6364136223846793005ull + 1442695040888963407ull, ids[i] = (int32_t)((x >> 33) % 248044);
-    const char *splits[2] = {NULL, "3"};
-    float *ref = NULL;
-    for (int k = 0; k < 2; k++) {
+    /* the default ranges, 3 ranges (each block walks many chunks), and the
+     * default ranges with the candidate variants (LILAC_DECODE_TRY=all:
+     * the same logits as the first pass, bit for bit) */
+    const char *splits[3] = {NULL, "3", NULL};
+    float *ref = NULL, *row0 = NULL;
+    for (int k = 0; k < 3; k++) {
         lilac_error e = {0};
         if (splits[k]) setenv("LILAC_ATTN_SPLITS", splits[k], 1);
+        if (k == 2) setenv("LILAC_DECODE_TRY", "all", 1);
         lilac_engine *g = open_engine(dir, "cuda", 0, &e);
         unsetenv("LILAC_ATTN_SPLITS");
         CHECK(g != NULL, "cuda: %s", e.msg);
@@ -390,16 +408,22 @@ static void test_gpu_long_context_decode(void) {
         CHECK(ok, "%s", e.msg);
         if (ok) {
             const double d = max_diff(row, ref, (size_t)Vr);
-            printf("    %d-token context, decode vs prefill (%s ranges per kv head): max |dlogit| %.3g, top-1 %s\n", L,
-                   splits[k] ? splits[k] : "default", d, argmax(row, Vr) == argmax(ref, Vr) ? "equal" : "DIFFERS");
+            printf("    %d-token context, decode vs prefill (%s ranges per kv head%s): max |dlogit| %.3g, top-1 %s\n", L,
+                   splits[k] ? splits[k] : "default", k == 2 ? ", LILAC_DECODE_TRY=all" : "", d,
+                   argmax(row, Vr) == argmax(ref, Vr) ? "equal" : "DIFFERS");
             CHECK(d < 1e-2, "long-context decode differs from prefill by %g", d);
             CHECK(argmax(row, Vr) == argmax(ref, Vr), "top-1 differs");
+            if (k == 0) row0 = malloc((size_t)Vr * sizeof(float)), memcpy(row0, row, (size_t)Vr * sizeof(float));
+            if (k == 2 && row0)
+                CHECK(memcmp(row0, row, (size_t)Vr * sizeof(float)) == 0, "LILAC_DECODE_TRY=all changed the logits");
         }
+        unsetenv("LILAC_DECODE_TRY");
         lilac_session_free(s);
         free(row);
         lilac_engine_close(g);
     }
     free(ref);
+    free(row0);
 }
 
 int main(int argc, char **argv) {

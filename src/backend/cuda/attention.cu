@@ -226,6 +226,70 @@ __global__ void combine_kernel(lc_attn_params p, const float *__restrict__ part,
     }
 }
 
+/* LC_TRY_COMBINE: the decode combine (T = 1, the ranges lc_attn_decode
+ * filled) with its loads in one trip.  combine_kernel goes through L2 about
+ * seven times in a row (ctrl->pos, the maxima, the maxima and sums again,
+ * the partials in three batches, the gate after the last barrier); here the
+ * key count (ctrl->pos, written by the token choice before the step: the
+ * stop flag's rule, common.cuh) and the gate (written by the in_proj, two
+ * kernels back) are read before the wait, and after it every load of a
+ * thread is issued before the first reduction: range tid's maximum and sum,
+ * and the partials of the group's ranges (at most MAXS / CG a thread).  The
+ * same sums in the same order as combine_kernel. */
+constexpr int MAXS = 128; /* key ranges the early form holds (the launcher checks nsplit) */
+__global__ void combine_early_kernel(lc_attn_params p, const float *__restrict__ part, int nsplit, int chunk,
+                                     const float *__restrict__ proj, int ldp, float *__restrict__ out, const lc_ctrl *ctrl) {
+    const int h = blockIdx.y, hd = p.hd, g = h / R, i = h % R, tid = threadIdx.x;
+    const int DS = hd < DS_MAX ? hd : DS_MAX, grp = tid / DS, dl = tid % DS, d = blockIdx.z * DS + dl;
+    const int used = lc_kv_split_of(__ldcg(&ctrl->pos) + 1, chunk, nsplit).used;
+    const float gate = grp == 0 ? __ldcg(proj + (size_t)h * 2 * hd + hd + d) : 0.0f;
+    const bool stopped = lc_pdl_wait_stop(ctrl);
+    lc_pdl_launch_dependents();
+    if (stopped) return;
+    extern __shared__ float sm[]; /* f[nsplit], then partial sums [CG][DS] */
+    __shared__ float scratch[32], red[2];
+    const float *base = part + ((size_t)g * nsplit * R + i) * (hd + 2);
+    const size_t stride = (size_t)R * (hd + 2);
+    float *f = sm, *acc = sm + nsplit;
+    float ms = -INFINITY, ls = 0.0f, v[MAXS / CG];
+    if (tid < used) ms = base[tid * stride + hd], ls = base[tid * stride + hd + 1];
+#pragma unroll
+    for (int q = 0; q < MAXS / CG; q++) {
+        const int s = grp + CG * q;
+        v[q] = s < used ? base[s * stride + d] : 0.0f;
+    }
+    float M = warp_max(ms);
+    if ((tid & 31) == 0) scratch[tid >> 5] = M;
+    __syncthreads();
+    if (tid == 0) {
+        float m = -INFINITY;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, scratch[w]);
+        red[0] = m;
+    }
+    __syncthreads();
+    M = red[0];
+    float den = 0.0f;
+    if (tid < used) {
+        const float fs = ms == -INFINITY ? 0.0f : expf(ms - M); /* an empty key range weighs nothing */
+        f[tid] = fs;
+        den += fs * ls;
+    }
+    den = block_sum(den, scratch); /* its barriers also publish f */
+    float a = 0.0f;
+#pragma unroll
+    for (int q = 0; q < MAXS / CG; q++) {
+        const int s = grp + CG * q;
+        if (s < used) a = fmaf(f[s], v[q], a);
+    }
+    acc[grp * DS + dl] = a;
+    __syncthreads();
+    if (grp == 0) {
+        float num = acc[dl];
+        for (int k = 1; k < CG; k++) num += acc[k * DS + dl];
+        out[(size_t)h * hd + d] = num / den * sigmoid_f(gate);
+    }
+}
+
 } // namespace
 
 extern "C" cudaError_t lc_attn_prep(const lc_attn_params *p, const float *proj, int ldp, int T, float *qbuf,
@@ -252,6 +316,9 @@ extern "C" cudaError_t lc_attn_combine(const lc_attn_params *p, const float *par
                                        const float *proj, int ldp, float *out, const lc_ctrl *ctrl, cudaStream_t st) {
     const int ds = p->hd < DS_MAX ? p->hd : DS_MAX;
     if (p->hd % ds || (chunk > 0 && T != 1)) return cudaErrorInvalidValue;
+    if (chunk > 0 && nsplit <= MAXS && nsplit <= ds * CG && (lc_decode_try() & LC_TRY_COMBINE))
+        return lc_launch(combine_early_kernel, dim3(1, p->H, p->hd / ds), dim3(ds * CG),
+                         (size_t)(nsplit + CG * ds) * sizeof(float), st, *p, part, nsplit, chunk, proj, ldp, out, ctrl);
     return lc_launch(combine_kernel, dim3(T, p->H, p->hd / ds), dim3(ds * CG), (size_t)(nsplit + CG * ds) * sizeof(float),
                      st, *p, part, nsplit, chunk, proj, ldp, out, ctrl);
 }

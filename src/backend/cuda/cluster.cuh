@@ -29,6 +29,53 @@ __device__ __forceinline__ void st_cluster(const float *local, uint32_t rank, fl
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32(local)), "r"(rank));
     asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
 }
+
+/* ---- exchanges on mbarriers: st.async with a byte count, no cluster barrier ----
+ * A receiving block initialises an mbarrier and says how many bytes it
+ * expects from its peers (mbar_expect_tx, by the initialising thread), both
+ * before the cluster's start barrier (mbar_fence_init, then the arrive);
+ * peers store with st_async, which counts the bytes on the receiver's
+ * barrier; the block's own share is stored plainly and each thread that
+ * stored some arrives (mbar_arrive: a release, so the arrivals are 1 + the
+ * local storers); every thread of the receiver waits for phase 0
+ * (mbar_wait).  Unlike a release arrive on the cluster barrier
+ * (MEMBAR.ALL.GPU in the SASS) nothing waits for the sender's other memory
+ * operations, and each block waits only for what it receives.  (st.async
+ * names a peer's shared memory; the own share does not depend on it
+ * accepting the block's own.) */
+__device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(arrivals) : "memory");
+}
+/* the inits visible to the cluster's other blocks (paired with the acquire of cluster_wait) */
+__device__ __forceinline__ void mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+/* the arrival, and `bytes` more to come */
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+                 : "memory");
+}
+/* one arrival (release: this thread's earlier shared-memory stores before any waiter's reads) */
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+/* v into the word of block `rank` that corresponds to local, counted on that block's bar */
+__device__ __forceinline__ void st_async(const float *local, uint32_t rank, const uint64_t *bar, float v) {
+    uint32_t a, m;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32(local)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m) : "r"(smem_u32(bar)), "r"(rank));
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(a), "f"(v), "r"(m)
+                 : "memory");
+}
+/* until the barrier's phase `parity` completed (acquire: the bytes counted on it are visible) */
+__device__ __forceinline__ void mbar_wait(const uint64_t *bar, uint32_t parity) {
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "LC_MBAR_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra LC_MBAR_WAIT;\n"
+                 "}\n" ::"r"(smem_u32(bar)),
+                 "r"(parity)
+                 : "memory");
+}
 #endif
 
 /* Host side.  How many clusters of ns blocks of `threads` threads (smem

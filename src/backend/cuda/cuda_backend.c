@@ -197,7 +197,7 @@ static lilac_status upload_layer(lilac_backend *b, int l, lilac_error *e) {
         const lilac_matrix *in[] = {&ly->in_qkv, &ly->in_z, &ly->in_b, &ly->in_a};
         if ((st = fused(b, in, 4, &cl->in_proj, e)) || (st = one(b, &ly->out_proj, &cl->out_proj, e))) return st;
         cl->gdn = (lc_gdn_params){c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel, c->rms_eps,
-                                  NULL, NULL, NULL, NULL};
+                                  NULL, NULL, NULL, NULL, {0}};
         if (!(cl->gdn.conv_w = upload_f32(b, ly->conv_w, (size_t)c->conv_dim * c->conv_kernel, e)) ||
             !(cl->gdn.A_log = upload_f32(b, ly->A_log, (size_t)c->lin_v_heads, e)) ||
             !(cl->gdn.dt_bias = upload_f32(b, ly->dt_bias, (size_t)c->lin_v_heads, e)) ||

@@ -84,6 +84,21 @@ cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, f
 enum { LC_GEMV_AUTO = 0, LC_GEMV_ENGINE = 1, LC_GEMV_STREAM = 2, LC_GEMV_TQ = 3 };
 int lc_gemv_kernels(void);
 void lc_gemv_set_kernels(int kernels);
+/* Decode kernel variants written but not yet measured on a GPU (opt-in;
+ * docs/PERFORMANCE.md, "candidates"): LILAC_DECODE_TRY is a comma list of
+ * the names below, or "all"; read at each call (a captured graph keeps what
+ * it was captured with; tests switch it).  Each variant gives the same
+ * floats as the default form; the one that moves the step replaces it. */
+enum {
+    LC_TRY_XSTAGE = 1,     /* "xstage": lc_moe_slots reads h once and stages it in shared memory */
+    LC_TRY_XCHG = 2,       /* "xchg": lc_moe_slots' two exchanges with st.async on mbarriers */
+    LC_TRY_L2NEXT = 4,     /* "l2next": the next GEMV's weights prefetched into L2 by the MoE and DeltaNet kernels */
+    LC_TRY_COMBINE = 8,    /* "combine": the attention combine issues every load right after its wait */
+    LC_TRY_GDN_STORE = 16, /* "gdnstore": the DeltaNet step's state stores during its exchange */
+    LC_TRY_GDN_XCHG = 32,  /* "gdnxchg": the DeltaNet step's decode exchange with st.async */
+    LC_TRY_ALL = 63
+};
+int lc_decode_try(void);
 /* Tiled GEMM for T tokens: Y[t, r] (+)= sum_c X[t, c] W[r, c]; ldx/ldy are row
  * strides; accumulate adds into Y. */
 cudaError_t lc_gemm(const lc_qmat *W, int mat, const float *X, int ldx, int T, float *Y, int ldy, int accumulate,
@@ -174,6 +189,7 @@ typedef struct {
     const float *A_log;      /* [Hv] */
     const float *dt_bias;    /* [Hv] */
     const float *norm_w;     /* [dv] */
+    lc_qmat l2_next;         /* decode: weights to prefetch into L2 during the step (LC_TRY_L2NEXT; w NULL = none) */
 } lc_gdn_params;
 /* The DeltaNet mixer for T tokens on proj [T, ldp] (= q | k | v | z | b | a,
  * unchanged): causal conv + SiLU of the channels each value head reads
@@ -278,12 +294,14 @@ cudaError_t lc_moe_down(const lc_qmat *down, const lc_qmat *sh_down, const int32
  * and LILAC_MOE=split turns it off): P [K + 1, 2048] gets each slot's
  * weighted output, ids / w / sgate the routing (traces); then
  * lc_moe_slots_combine: h += sum_j P[j] in slot order (early: its successor
- * may launch before it waits, for one that reads only weights before). */
+ * may launch before it waits, for one that reads only weights before).
+ * l2_next (may be NULL): the next kernel's weights, prefetched into L2 while
+ * the slots route (LC_TRY_L2NEXT). */
 int lc_moe_slots_ok(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
                     const lc_qmat *down, const lc_qmat *sh_down, int K);
 cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
                          const lc_qmat *down, const lc_qmat *sh_down, const float *h, const float *norm_w, float eps, float *P,
-                         int32_t *ids, float *w, float *sgate, const lc_ctrl *ctrl, cudaStream_t st);
+                         int32_t *ids, float *w, float *sgate, const lc_qmat *l2_next, const lc_ctrl *ctrl, cudaStream_t st);
 cudaError_t lc_moe_slots_combine(const float *P, float *h, int early, const lc_ctrl *ctrl, cudaStream_t st);
 /* Prefill: groups the T*K (token, expert) slots by expert. */
 typedef struct {

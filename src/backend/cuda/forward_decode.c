@@ -48,7 +48,9 @@ lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t
             }
             cuda_ctrace(b, "attn_out", l, b->mix, 1, H * hd, H * hd);
         } else {
-            LC_CHECK(lc_gdn(&cl->gdn, b->proj, b->ldp, 1, s->conv[slot], s->rec[slot], b->mix, ctrl, st));
+            lc_gdn_params gp = cl->gdn;
+            gp.l2_next = cl->out_proj; /* the DeltaNet step prefetches it under LILAC_DECODE_TRY=l2next */
+            LC_CHECK(lc_gdn(&gp, b->proj, b->ldp, 1, s->conv[slot], s->rec[slot], b->mix, ctrl, st));
             MARK(PROF_GDN);
             cuda_ctrace(b, "gdn_scan", l, b->mix, 1, Vd, Vd);
         }
@@ -59,8 +61,10 @@ lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t
         /* MoE, residual 2: one kernel (a cluster per expert slot) and the slots' sum, or
          * norm + router + top-K in one launch, then the experts */
         if (lc_moe_slots_ok(&cl->router, &cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &cl->down, &cl->sh_down, K)) {
+            /* the next layer's in_proj is prefetched into L2 while the slots route (LILAC_DECODE_TRY=l2next) */
+            const lc_qmat *next = l + 1 < c->n_layers ? &b->layers[l + 1].in_proj : NULL;
             LC_CHECK(lc_moe_slots(&cl->router, &cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &cl->down, &cl->sh_down, b->h,
-                                  cl->post_norm, c->rms_eps, b->eo, b->topi, b->topw, b->sgate, ctrl, st));
+                                  cl->post_norm, c->rms_eps, b->eo, b->topi, b->topw, b->sgate, next, ctrl, st));
             MARK(PROF_MOE);
             /* the sum's successor may launch early unless it is the lm_head (lc_moe_slots_combine) */
             LC_CHECK(lc_moe_slots_combine(b->eo, b->h, l + 1 < c->n_layers, ctrl, st));

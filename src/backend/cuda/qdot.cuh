@@ -90,48 +90,82 @@ __device__ __forceinline__ float chunk_fma(const uint4 q, const float *xv, uint1
  * (needed once per row for the bias term: summed once per block, not per row).  With norm_w the vector is
  * RMSNorm(x) * norm_w; block 0 also writes it to xn_out when set.  Every
  * thread of the block must call this (it has a barrier).  Returns the
- * RMSNorm factor (1 without norm_w). */
+ * RMSNorm factor (1 without norm_w).  x_share holds its pieces apart, for a
+ * caller that loads norm_w early or uses x before it is normalised. */
+template <int COLS>
+struct x_share { /* a thread's float4s k = threadIdx.x + i blockDim.x of x (v) and norm_w (wv), k < COLS / 4 */
+    static constexpr int NV = COLS / 4, PER = (NV + 127) / 128; /* blocks have at least 128 threads */
+    float4 v[PER], wv[PER];
+
+    __device__ __forceinline__ void load_norm(const float *__restrict__ norm_w) {
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            const int k = threadIdx.x + i * blockDim.x;
+            if (k < NV) wv[i] = reinterpret_cast<const float4 *>(norm_w)[k];
+        }
+    }
+    /* x, and norm_w unless w_loaded (load_norm); returns the share of sum x^2 when norm_w is set (else 0) */
+    __device__ __forceinline__ float load(const float *__restrict__ x, const float *__restrict__ norm_w, bool w_loaded = false) {
+        float ss = 0.0f;
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            const int k = threadIdx.x + i * blockDim.x;
+            if (k < NV) {
+                v[i] = reinterpret_cast<const float4 *>(x)[k];
+                if (norm_w) {
+                    if (!w_loaded) wv[i] = reinterpret_cast<const float4 *>(norm_w)[k];
+                    ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+                }
+            }
+        }
+        return ss;
+    }
+    static __device__ __forceinline__ int slot(int k, int EPC) { return (k % (EPC / 4)) * (COLS / EPC) + k / (EPC / 4); }
+    /* x * norm_w, not normalised, into the swizzled layout (moe_slots.cu's staged x) */
+    template <int EPC>
+    __device__ __forceinline__ void stage(float4 *xs4) const {
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            const int k = threadIdx.x + i * blockDim.x;
+            if (k < NV) xs4[slot(k, EPC)] = make_float4(v[i].x * wv[i].x, v[i].y * wv[i].y, v[i].z * wv[i].z, v[i].w * wv[i].w);
+        }
+    }
+    /* x (times rr * norm_w when norm) into the swizzled layout, then the chunk sums: two barriers */
+    template <int EPC>
+    __device__ __forceinline__ void store(float rr, bool norm, float *xn_out, float4 *xs4, float *csum) const {
+        constexpr int F4 = EPC / 4, NCH = COLS / EPC;
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            const int k = threadIdx.x + i * blockDim.x;
+            if (k < NV) {
+                float4 a = v[i];
+                if (norm) a = make_float4(a.x * rr * wv[i].x, a.y * rr * wv[i].y, a.z * rr * wv[i].z, a.w * rr * wv[i].w);
+                xs4[slot(k, EPC)] = a;
+                if (xn_out && blockIdx.x == 0 && blockIdx.y == 0) reinterpret_cast<float4 *>(xn_out)[k] = a;
+            }
+        }
+        __syncthreads();
+        for (int c = threadIdx.x; c < NCH; c += blockDim.x) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int q = 0; q < F4; q++) {
+                const float4 a = xs4[q * NCH + c];
+                sum += (a.x + a.y) + (a.z + a.w);
+            }
+            csum[c] = sum;
+        }
+        __syncthreads();
+    }
+};
+
 template <int COLS, int EPC>
 __device__ __forceinline__ float load_x_smem(const float *__restrict__ x, const float *__restrict__ norm_w, float eps,
                                              float *xn_out, float4 *xs4, float *csum, float *scratch) {
-    constexpr int F4 = EPC / 4, NCH = COLS / EPC, NV = COLS / 4;
-    constexpr int PER = (NV + 127) / 128; /* blocks have at least 128 threads */
-    float4 v[PER], wv[PER];
-    float ss = 0.0f;
-#pragma unroll
-    for (int i = 0; i < PER; i++) {
-        const int k = threadIdx.x + i * blockDim.x;
-        if (k < NV) {
-            v[i] = reinterpret_cast<const float4 *>(x)[k];
-            if (norm_w) {
-                wv[i] = reinterpret_cast<const float4 *>(norm_w)[k];
-                ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
-            }
-        }
-    }
+    x_share<COLS> xv;
+    const float ss = xv.load(x, norm_w);
     float rr = 1.0f;
     if (norm_w) rr = rsqrtf(block_sum(ss, scratch) / (float)COLS + eps);
-#pragma unroll
-    for (int i = 0; i < PER; i++) {
-        const int k = threadIdx.x + i * blockDim.x;
-        if (k < NV) {
-            float4 a = v[i];
-            if (norm_w) a = make_float4(a.x * rr * wv[i].x, a.y * rr * wv[i].y, a.z * rr * wv[i].z, a.w * rr * wv[i].w);
-            xs4[(k % F4) * NCH + k / F4] = a;
-            if (xn_out && blockIdx.x == 0 && blockIdx.y == 0) reinterpret_cast<float4 *>(xn_out)[k] = a;
-        }
-    }
-    __syncthreads();
-    for (int c = threadIdx.x; c < NCH; c += blockDim.x) {
-        float sum = 0.0f;
-#pragma unroll
-        for (int q = 0; q < F4; q++) {
-            const float4 a = xs4[q * NCH + c];
-            sum += (a.x + a.y) + (a.z + a.w);
-        }
-        csum[c] = sum;
-    }
-    __syncthreads();
+    xv.template store<EPC>(rr, norm_w != nullptr, xn_out, xs4, csum);
     return rr;
 }
 

@@ -135,7 +135,15 @@ namespace gdn_split {
 
 constexpr int KC = 4, D = 128, THREADS = 256;
 
-template <int NS>
+/* The variants of LILAC_DECODE_TRY (cuda_ops.h) built into the kernel: the
+ * window and state stores between the last exchange's arrive and its wait
+ * (V_STORE: the arrive's release, MEMBAR.ALL.GPU in the SASS, does not wait
+ * for them, and they drain while the cluster meets), and for decode (T = 1)
+ * the exchange by st.async on an mbarrier instead of the cluster barrier
+ * (V_XCHG: cluster.cuh).  0 = the measured form. */
+constexpr int V_STORE = 1, V_XCHG = 2;
+
+template <int NS, int V>
 __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, const float *__restrict__ proj, int ldp,
                                                             int T, float *__restrict__ conv_state,
                                                             float *__restrict__ state, float *__restrict__ out,
@@ -143,6 +151,8 @@ __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, con
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     constexpr int NC = D / NS, P = THREADS / NC, R = D / P; /* columns per block, threads per column, rows per thread */
     constexpr int NW = THREADS / 32;
+    constexpr bool STORE = (V & V_STORE) != 0, XCHG = (V & V_XCHG) != 0;
+    __shared__ uint64_t xbar; /* XCHG, T = 1: the exchange's mbarrier */
     static_assert(P <= 32 && (P & (P - 1)) == 0, "a column's threads must be adjacent lanes of one warp");
     __shared__ float qk[2 * D];                           /* conv + SiLU of q | k, not yet normalised */
     __shared__ __align__(16) float sq_w[NW];              /* per-warp sums of squares: warps 0-3 q, 4-7 k */
@@ -171,10 +181,28 @@ __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, con
     for (int i = 0; i < R; i++) s[i] = __ldcg(S + (size_t)(part + P * i) * D);
     const float nw = p.norm_w[v], dtb = p.dt_bias[h], eA = expf(p.A_log[h]), qscale = rsqrtf((float)D);
     /* all of the above was loaded while the predecessor drained (as in the block form) */
+    const bool xchg = XCHG && T == 1;
+    if (xchg && tid == 0) { /* before the start barrier, which publishes it to the peers */
+        mbar_init(&xbar, 1 + NW); /* + the storer of the own share in each warp */
+        mbar_fence_init();
+        mbar_expect_tx(&xbar, (NS - 1) * NW * 4);
+    }
     const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
     if (stopped) return;
     cluster_arrive_relaxed(); /* peers' shared memory is written only once every block has started */
+    if (p.l2_next.w != nullptr) l2_prefetch_qmat(p.l2_next, blockIdx.x, gridDim.x); /* LC_TRY_L2NEXT: the out_proj */
+    /* the window and the state, once final */
+    auto store_tail = [&]() {
+        if (wqk)
+#pragma unroll
+            for (int j = 0; j < KC - 1; j++) wr[(size_t)j * C + chqk] = win_qk[j];
+        if (wv)
+#pragma unroll
+            for (int j = 0; j < KC - 1; j++) wr[(size_t)j * C + chv] = win_v[j];
+#pragma unroll
+        for (int i = 0; i < R; i++) S[(size_t)(part + P * i) * D] = s[i];
+    };
 
     for (int t = 0; t < T; t++) {
         const float *row = proj + (size_t)t * ldp;
@@ -218,10 +246,22 @@ __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, con
         for (int x = P; x < 32; x <<= 1) o2 += __shfl_xor_sync(0xffffffffu, o2, x);
         if (t == 0) cluster_wait(); /* the start barrier */
         float *slot = oo[t & 1];
-        if (lane < NS) st_cluster(slot + rank * NW + warp, (uint32_t)lane, o2);
-        /* also the block barrier before qk and sq_w are rewritten: every read above precedes the arrive */
-        cluster_arrive();
-        cluster_wait();
+        if (xchg) { /* the only token: no rewrite of qk and sq_w to guard */
+            if (lane == rank) {
+                slot[rank * NW + warp] = o2;
+                mbar_arrive(&xbar);
+            } else if (lane < NS) {
+                st_async(slot + rank * NW + warp, (uint32_t)lane, &xbar, o2);
+            }
+            if (STORE) store_tail();
+            mbar_wait(&xbar, 0);
+        } else {
+            if (lane < NS) st_cluster(slot + rank * NW + warp, (uint32_t)lane, o2);
+            /* also the block barrier before qk and sq_w are rewritten: every read above precedes the arrive */
+            cluster_arrive();
+            if (STORE && t == T - 1) store_tail();
+            cluster_wait();
+        }
         float ss = 0.0f;
 #pragma unroll
         for (int i = 0; i < NS * NW; i += 4) {
@@ -231,14 +271,7 @@ __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, con
         if (wv) out[(size_t)t * Vd + h * D + v] = o * rsqrtf(ss / (float)D + p.eps) * nw * silu_f(z);
     }
     if (T == 0) cluster_wait(); /* pair the start arrive */
-    if (wqk)
-#pragma unroll
-        for (int j = 0; j < KC - 1; j++) wr[(size_t)j * C + chqk] = win_qk[j];
-    if (wv)
-#pragma unroll
-        for (int j = 0; j < KC - 1; j++) wr[(size_t)j * C + chv] = win_v[j];
-#pragma unroll
-    for (int i = 0; i < R; i++) S[(size_t)(part + P * i) * D] = s[i];
+    if (!STORE || T == 0) store_tail();
 #else
     __trap(); /* launched only where the kernel was built for sm_90 (see split_ok) */
 #endif
@@ -270,28 +303,43 @@ extern "C" void lc_gdn_step_force(int form) { g_step = form == 0 || form == 4 ||
  * is checked against, whose per-token cost was never compared with it. */
 #define SPLIT_MAX_T 64
 
+using split_fn = void (*)(lc_gdn_params, const float *, int, int, float *, float *, float *, const lc_ctrl *);
+/* the kernel for clusters of ns and the variants v (gdn_split::V_* bits); clusters of 8 have none */
+static split_fn split_kernel(int ns, int v) {
+    using namespace gdn_split;
+    static const split_fn k4[4] = {gdn_split_kernel<4, 0>, gdn_split_kernel<4, 1>, gdn_split_kernel<4, 2>,
+                                   gdn_split_kernel<4, 3>};
+    return ns == 8 ? gdn_split_kernel<8, 0> : k4[v & 3];
+}
+/* LILAC_DECODE_TRY's bits as the kernel's variants */
+static int split_variants(void) {
+    const int t = lc_decode_try();
+    return (t & LC_TRY_GDN_STORE ? gdn_split::V_STORE : 0) | (t & LC_TRY_GDN_XCHG ? gdn_split::V_XCHG : 0);
+}
+
 /* Whether the split form with clusters of ns can run here: the shape it is
- * written for and cluster.cuh's cluster_fits, probed once per device. */
+ * written for and cluster.cuh's cluster_fits, probed once per device and
+ * variant. */
 static bool split_ok(const lc_gdn_params *p, int ns) {
     if (p->K != gdn_split::KC || p->dk != gdn_split::D || p->dv != gdn_split::D || p->Hk < 1 || p->Hv % p->Hk)
         return false;
-    static signed char ok[64][2]; /* 0 unknown, 1 yes, -1 no; [device][ns == 8] */
+    static signed char ok[64][5]; /* 0 unknown, 1 yes, -1 no; [device][ns == 8 ? 4 : variants] */
     int dev = 0;
     if (cudaGetDevice(&dev)) return false;
-    signed char *o = &ok[dev & 63][ns == 8];
-    if (*o == 0)
-        *o = cluster_fits(ns == 8 ? gdn_split::gdn_split_kernel<8> : gdn_split::gdn_split_kernel<4>, (unsigned)ns,
-                          (unsigned)(p->Hv * ns), gdn_split::THREADS)
-                 ? 1
-                 : -1;
+    const int v = ns == 8 ? 0 : split_variants();
+    signed char *o = &ok[dev & 63][ns == 8 ? 4 : v];
+    if (*o == 0) *o = cluster_fits(split_kernel(ns, v), (unsigned)ns, (unsigned)(p->Hv * ns), gdn_split::THREADS) ? 1 : -1;
     return *o > 0;
 }
 
 /* The split form: Hv clusters of ns blocks, with PDL as lc_launch */
 static cudaError_t launch_split(int ns, const lc_gdn_params *p, const float *proj, int ldp, int T, float *conv_state,
                                 float *state, float *out, const lc_ctrl *ctrl, cudaStream_t st) {
-    return cluster_launch(ns == 8 ? gdn_split::gdn_split_kernel<8> : gdn_split::gdn_split_kernel<4>, (unsigned)ns,
-                          dim3(p->Hv * ns), dim3(gdn_split::THREADS), 0, st, *p, proj, ldp, T, conv_state, state, out, ctrl);
+    lc_gdn_params q = *p;
+    if (!(lc_decode_try() & LC_TRY_L2NEXT)) q.l2_next.w = NULL;
+    const split_fn kf = split_kernel(ns, ns == 8 ? 0 : split_variants());
+    return cluster_launch(kf, (unsigned)ns, dim3(p->Hv * ns), dim3(gdn_split::THREADS), 0, st, q, proj, ldp, T, conv_state, state,
+                          out, ctrl);
 }
 
 /* The form lc_gdn runs for p and T: 0 = block, else the cluster size */

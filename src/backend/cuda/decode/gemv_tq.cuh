@@ -194,6 +194,28 @@ __device__ __forceinline__ float prep_x(const float *__restrict__ x, const float
     return down;
 }
 
+/* A warp's K inputs (lane: tasks lane + 32 i) as digits with the warp's own
+ * scale into bf (span K / 128 is zeros) and the group sums xs; returns 2^-E.
+ * No barrier. */
+template <int K>
+__device__ __forceinline__ float digits_warp(const float (&v)[K / 8 / 32][8], uint4 *bf, float *xs) {
+    constexpr int PER = K / 8 / 32, NSPAN = K / 128;
+    static_assert(K % 256 == 0, "whole warps of tasks");
+    const int lane = threadIdx.x & 31;
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < PER; i++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(v[i][e]));
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float up;
+    const float down = digit_scale(amax, up);
+    bf[NSPAN * 2 * SLOTS + lane] = make_uint4(0, 0, 0, 0); /* 2 SLOTS = 32 words of zeros */
+#pragma unroll
+    for (int i = 0; i < PER; i++) put_task(v[i], lane + 32 * i, up, bf, xs);
+    return down;
+}
+
 /* prep_x by one warp alone (its own x, its own scale): the MoE down's
  * experts each have their own activation, gemv_ring.cuh's warps their own K
  * slice.  With nw, the digits are of x * nw and *ss gets sum x^2 (the
@@ -202,10 +224,10 @@ __device__ __forceinline__ float prep_x(const float *__restrict__ x, const float
 template <int K>
 __device__ __forceinline__ float prep_x_warp(const float *__restrict__ x, uint4 *bf, float *xs,
                                              const float *__restrict__ nw = nullptr, float *ss = nullptr) {
-    constexpr int PER = K / 8 / 32, NSPAN = K / 128;
+    constexpr int PER = K / 8 / 32;
     static_assert(K % 256 == 0, "whole warps of tasks");
     const int lane = threadIdx.x & 31;
-    float v[PER][8], amax = 0.0f, sq = 0.0f;
+    float v[PER][8], sq = 0.0f;
 #pragma unroll
     for (int i = 0; i < PER; i++) {
         load_task_x<false>(x, lane + 32 * i, v[i]);
@@ -215,20 +237,12 @@ __device__ __forceinline__ float prep_x_warp(const float *__restrict__ x, uint4 
 #pragma unroll
             for (int e = 0; e < 8; e++) sq += v[i][e] * v[i][e], v[i][e] *= w[e];
         }
-#pragma unroll
-        for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(v[i][e]));
     }
     if (nw) {
         for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
         *ss = sq;
     }
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    float up;
-    const float down = digit_scale(amax, up);
-    bf[NSPAN * 2 * SLOTS + lane] = make_uint4(0, 0, 0, 0); /* 2 SLOTS = 32 words of zeros */
-#pragma unroll
-    for (int i = 0; i < PER; i++) put_task(v[i], lane + 32 * i, up, bf, xs);
-    return down;
+    return digits_warp<K>(v, bf, xs);
 }
 
 /* A warp's share of a 16-row block: rows g and g + 8 over spans ks NSP ..

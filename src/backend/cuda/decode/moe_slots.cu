@@ -34,7 +34,12 @@
  * the release to x, 5.5-6.5 to the routed ids (of which the warp's top-K
  * ~2.9), then 0.3 + 1.0-1.2 gate/up, 0.8-0.9 the exchange, 1.4 the down.
  * The top-K on sorted lanes (moe_route.cuh, 2026-12-04) took its stamp to
- * 1.56 us and decode to 719.3 / 648.0 / 490.6 tokens/s. */
+ * 1.56 us and decode to 719.3 / 648.0 / 490.6 tokens/s.
+ *
+ * Variants awaiting a GPU measurement (LILAC_DECODE_TRY, cuda_ops.h; the
+ * same floats): xstage (h in one L2 trip, staged in shared memory), xchg
+ * (both exchanges by st.async on mbarriers), l2next (the next layer's
+ * in_proj prefetched into L2 while the slots route). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +74,11 @@ constexpr size_t O_XCS = O_ACT + I * 4;                    /* the router's x chu
 constexpr size_t O_SCR = O_XCS + D / RQ::EPC * 4;          /* block reductions */
 constexpr size_t O_LG = O_SCR + 32 * 4;                    /* the 256 expert logits (+ one unused) */
 constexpr size_t O_SEL = O_LG + (E + 4) * 4;               /* per warp: the top-K ids and weights */
-constexpr size_t SMEM = O_SEL + (size_t)WARPS * KR * 8 + 16;
+constexpr size_t O_MB = (O_SEL + (size_t)WARPS * KR * 8 + 16 + 7) / 8 * 8; /* LC_TRY_XCHG: the two exchanges' mbarriers */
+constexpr size_t SMEM = O_MB + 2 * 8;
+
+/* The variants of LILAC_DECODE_TRY (cuda_ops.h) built into this kernel */
+constexpr int V_XSTAGE = 1, V_XCHG = 2;
 
 /* LC_MOE_SLOTS_STAMPS (the workshop's build only): thread 0 of each block
  * records the global timer at eight points of the last launch */
@@ -89,12 +98,17 @@ __device__ unsigned long long slots_stamps[J * CS][12];
 
 /* grid J x CS blocks in clusters of CS; cluster j < KR: slot j of the
  * routing, cluster KR: the shared expert.  P[j][d] = w_j down_j . act_j
- * (sgate for the shared slot).  ids / w / sgate: the routing, for traces. */
+ * (sgate for the shared slot).  ids / w / sgate: the routing, for traces.
+ * l2n: weights to prefetch into L2 once the wait is over (w NULL: none).
+ * V: the variants (V_XSTAGE, V_XCHG; 0 = the measured form). */
+template <int V>
 __global__ void __launch_bounds__(WARPS * 32, 2)
     moe_slots_kernel(lc_qmat R, lc_qmat gate, lc_qmat up, lc_qmat sg, lc_qmat su, lc_qmat down, lc_qmat sdown,
                      const float *__restrict__ h, const float *__restrict__ norm_w, float eps, float *__restrict__ P,
-                     int32_t *__restrict__ ids, float *__restrict__ w, float *__restrict__ sgate, const lc_ctrl *ctrl) {
+                     int32_t *__restrict__ ids, float *__restrict__ w, float *__restrict__ sgate, lc_qmat l2n,
+                     const lc_ctrl *ctrl) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr bool XSTAGE = (V & V_XSTAGE) != 0, XCHG = (V & V_XCHG) != 0;
     extern __shared__ __align__(16) unsigned char smem[];
     uint4 *bf = reinterpret_cast<uint4 *>(smem + O_BF);
     float4 *xs4 = reinterpret_cast<float4 *>(smem + O_XS4);
@@ -108,7 +122,17 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
     const uint32_t rank = cluster_rank();
     const bool shared_slot = j == KR;
     unsigned char *slot0 = smem + (size_t)warp * S * TASK, *slot1 = slot0 + TASK;
+    uint64_t *xbar = reinterpret_cast<uint64_t *>(smem + O_MB); /* XCHG: [0] the logits, [1] the activations */
     STAMP(0);
+    if (XCHG && threadIdx.x == 0) { /* before the start barrier, which publishes them to the peers */
+        mbar_init(xbar, 1 + WARPS); /* + one storer of the own logits a warp */
+        mbar_init(xbar + 1, 1 + AR);  /* + the act rows' threads */
+        mbar_fence_init();
+        if (!shared_slot) mbar_expect_tx(xbar, (E - E / CS) * 4);
+        mbar_expect_tx(xbar + 1, (I - AR) * 4);
+    }
+    x_share<D> xsh; /* XSTAGE: the block's float4s of h and norm_w (load_x_smem's) */
+    if constexpr (XSTAGE) xsh.load_norm(norm_w);
 
     /* before the predecessor ends: the router rows' codes (routed slots), or
      * the shared expert's gate row and its first two gate/up tasks */
@@ -133,14 +157,38 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         return;
     }
     cluster_arrive_relaxed(); /* the start barrier: peers' shared memory is written only once every block has started */
+    if (l2n.w != nullptr) l2_prefetch_qmat(l2n, blockIdx.x, gridDim.x);
+    if (V != 0 && threadIdx.x == 0) lg[E] = 0.0f; /* topk_warp reads a gate logit there (unused); x's barriers publish it */
 
     /* x: the warp's K slice of h * norm_w as digits (gate/up), then the
      * block's RMSNorm(h) * norm_w for the router rows */
     uint4 *bw = bf + warp * BFW;
     float *xw = xs + warp * 8;
-    float ssq;
-    const float dn = gemv_tq::prep_x_warp<4 * 128>(h + k * 512, bw, xw, norm_w + k * 512, &ssq);
-    const float rr = load_x_smem<D, RQ::EPC>(h, norm_w, eps, nullptr, xs4, xcs, scratch);
+    float dn, rr;
+    if constexpr (XSTAGE) {
+        /* h in one trip: the block's float4s, their products with norm_w
+         * staged where the router's x goes; each warp takes its slice's
+         * digits from there (the same values prep_x_warp computes), then
+         * the products make way for RMSNorm(h) * norm_w (load_x_smem's) */
+        const float ss = xsh.load(h, norm_w, true);
+        xsh.template stage<RQ::EPC>(xs4);
+        rr = rsqrtf(block_sum(ss, scratch) / (float)D + eps);
+        float v[2][8];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int q = k * 128 + 2 * (lane + 32 * i); /* float4 of h: task lane + 32 i of slice k */
+            const float4 a = xs4[x_share<D>::slot(q, RQ::EPC)], b = xs4[x_share<D>::slot(q + 1, RQ::EPC)];
+            v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w;
+            v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
+        }
+        dn = gemv_tq::digits_warp<4 * 128>(v, bw, xw);
+        __syncthreads(); /* every warp has its slice before the products are overwritten */
+        xsh.template store<RQ::EPC>(rr, true, nullptr, xs4, xcs);
+    } else {
+        float ssq;
+        dn = gemv_tq::prep_x_warp<4 * 128>(h + k * 512, bw, xw, norm_w + k * 512, &ssq);
+        rr = load_x_smem<D, RQ::EPC>(h, norm_w, eps, nullptr, xs4, xcs, scratch);
+    }
     STAMP(2);
     float acc[RP];
     if (!shared_slot) {
@@ -157,12 +205,23 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
     float wj = 0.0f;
     if (!shared_slot) {
         /* the logits to every block, then each warp routes by itself */
+        if constexpr (XCHG) {
 #pragma unroll
-        for (int p = 0; p < RP; p++)
-            if (lane < CS) st_cluster(lg + rank * WARPS + warp + p * CS * WARPS, (uint32_t)lane, acc[p]);
-        if (threadIdx.x == 0) lg[E] = 0.0f; /* topk_warp reads a gate logit there: unused here */
-        cluster_arrive(); /* release: the peers' logits before any block reads them */
-        cluster_wait();
+            for (int p = 0; p < RP; p++) {
+                float *dst = lg + rank * WARPS + warp + p * CS * WARPS;
+                if (lane == (int)rank) *dst = acc[p];
+                else if (lane < CS) st_async(dst, (uint32_t)lane, xbar, acc[p]);
+            }
+            if (lane == (int)rank) mbar_arrive(xbar);
+            mbar_wait(xbar, 0);
+        } else {
+#pragma unroll
+            for (int p = 0; p < RP; p++)
+                if (lane < CS) st_cluster(lg + rank * WARPS + warp + p * CS * WARPS, (uint32_t)lane, acc[p]);
+            if (threadIdx.x == 0) lg[E] = 0.0f; /* topk_warp reads a gate logit there: unused here */
+            cluster_arrive(); /* release: the peers' logits before any block reads them */
+            cluster_wait();
+        }
         STAMP(10);
         topk_warp<E / 32, true>(lg, E, KR, sel_i + warp * KR, sel_w + warp * KR, scratch + warp);
         __syncwarp();
@@ -214,10 +273,21 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) gs += gu[((0 * 2 + rb) * 4 + kk) * 16 + r], us += gu[((1 * 2 + rb) * 4 + kk) * 16 + r];
         const float a = silu_f(gs) * us;
-        for (int q = 0; q < CS; q++) st_cluster(act + rank * AR + threadIdx.x, (uint32_t)q, a);
+        if constexpr (XCHG) {
+            act[rank * AR + threadIdx.x] = a;
+            for (int q = 0; q < CS; q++)
+                if (q != (int)rank) st_async(act + rank * AR + threadIdx.x, (uint32_t)q, xbar + 1, a);
+            mbar_arrive(xbar + 1);
+        } else {
+            for (int q = 0; q < CS; q++) st_cluster(act + rank * AR + threadIdx.x, (uint32_t)q, a);
+        }
     }
-    cluster_arrive(); /* release: every block's act before any block reads it */
-    cluster_wait();
+    if constexpr (XCHG) {
+        mbar_wait(xbar + 1, 0); /* every block's act has arrived (and none writes here again) */
+    } else {
+        cluster_arrive(); /* release: every block's act before any block reads it */
+        cluster_wait();
+    }
     STAMP(6);
 
     /* down: all 512 activations as digits (each warp its own copy), the task in slot 0 */
@@ -264,17 +334,27 @@ bool shape(const lc_qmat *m, int bits, int rows, int cols) {
     return m->bits == bits && m->rows == rows && m->cols == cols && aligned(m);
 }
 
-/* The kernel's attributes (its shared memory, the non-portable cluster of
- * 16) and whether one cluster fits, once per device. */
-bool slots_fit() {
-    static signed char ok[64]; /* 0 unknown, 1 yes, -1 no */
+using slots_fn = void (*)(lc_qmat, lc_qmat, lc_qmat, lc_qmat, lc_qmat, lc_qmat, lc_qmat, const float *, const float *, float,
+                          float *, int32_t *, float *, float *, lc_qmat, const lc_ctrl *);
+/* the kernel of the variants v (LC_TRY_XSTAGE | LC_TRY_XCHG bits) */
+slots_fn slots_kernel(int v) {
+    static const slots_fn k[4] = {moe_slots_kernel<0>, moe_slots_kernel<1>, moe_slots_kernel<2>, moe_slots_kernel<3>};
+    static_assert(LC_TRY_XSTAGE == V_XSTAGE && LC_TRY_XCHG == V_XCHG, "the variant bits are LILAC_DECODE_TRY's");
+    return k[v & 3];
+}
+
+/* A kernel's attributes (its shared memory, the non-portable cluster of
+ * 16) and whether one cluster fits, once per device and variant. */
+bool slots_fit(int v) {
+    static signed char ok[64][4]; /* 0 unknown, 1 yes, -1 no */
     int dev = 0;
     if (cudaGetDevice(&dev)) return false;
-    signed char *o = &ok[dev & 63];
+    signed char *o = &ok[dev & 63][v & 3];
     if (*o == 0) {
-        *o = cudaFuncSetAttribute(moe_slots_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) == cudaSuccess &&
-                     cudaFuncSetAttribute(moe_slots_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
-                     cluster_count(moe_slots_kernel, CS, J * CS, WARPS * 32, SMEM) >= 1
+        const slots_fn kf = slots_kernel(v);
+        *o = cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) == cudaSuccess &&
+                     cudaFuncSetAttribute(kf, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
+                     cluster_count(kf, CS, J * CS, WARPS * 32, SMEM) >= 1
                  ? 1
                  : -1;
         (void)cudaGetLastError(); /* a refused attribute leaves no error behind */
@@ -292,16 +372,19 @@ extern "C" int lc_moe_slots_ok(const lc_qmat *R, const lc_qmat *gate, const lc_q
     return !(s && strcmp(s, "split") == 0) && lc_gemv_kernels() != LC_GEMV_ENGINE && lc_gemv_kernels() != LC_GEMV_STREAM && K == KR &&
            shape(R, 8, E + 1, D) && R->n_mat == 1 && shape(gate, 4, I, D) && shape(up, 4, I, D) && gate->n_mat == up->n_mat &&
            shape(sh_gate, 4, I, D) && shape(sh_up, 4, I, D) && shape(down, 4, D, I) && down->n_mat == gate->n_mat &&
-           shape(sh_down, 4, D, I) && slots_fit();
+           shape(sh_down, 4, D, I) && slots_fit(lc_decode_try() & 3);
 }
 
 extern "C" cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate,
                                     const lc_qmat *sh_up, const lc_qmat *down, const lc_qmat *sh_down, const float *h,
                                     const float *norm_w, float eps, float *P, int32_t *ids, float *w, float *sgate,
-                                    const lc_ctrl *ctrl, cudaStream_t st) {
+                                    const lc_qmat *l2_next, const lc_ctrl *ctrl, cudaStream_t st) {
     if (!lc_moe_slots_ok(R, gate, up, sh_gate, sh_up, down, sh_down, KR)) return cudaErrorNotSupported;
-    return cluster_launch(moe_slots_kernel, CS, dim3(J * CS), dim3(WARPS * 32), SMEM, st, *R, *gate, *up, *sh_gate, *sh_up, *down,
-                          *sh_down, h, norm_w, eps, P, ids, w, sgate, ctrl);
+    const int v = lc_decode_try();
+    lc_qmat l2n = {};
+    if (l2_next && (v & LC_TRY_L2NEXT)) l2n = *l2_next;
+    return cluster_launch(slots_kernel(v), CS, dim3(J * CS), dim3(WARPS * 32), SMEM, st, *R, *gate, *up, *sh_gate, *sh_up, *down,
+                          *sh_down, h, norm_w, eps, P, ids, w, sgate, l2n, ctrl);
 }
 
 #ifdef LC_MOE_SLOTS_STAMPS

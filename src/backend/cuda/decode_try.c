@@ -1,0 +1,43 @@
+/* decode_try.c — LILAC_DECODE_TRY: which of the decode kernel variants that
+ * await a GPU measurement run (cuda_ops.h's LC_TRY_* bits).  Read at each
+ * call: the decode step is enqueued once per captured graph, and the tests
+ * switch the variable between sessions. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_ops.h"
+
+static const struct {
+    const char *name;
+    int bit;
+} names[] = {
+    {"xstage", LC_TRY_XSTAGE}, {"xchg", LC_TRY_XCHG},         {"l2next", LC_TRY_L2NEXT},   {"combine", LC_TRY_COMBINE},
+    {"gdnstore", LC_TRY_GDN_STORE}, {"gdnxchg", LC_TRY_GDN_XCHG}, {"all", LC_TRY_ALL},
+};
+
+/* The bits of a comma list; an unknown name is reported once and ignored. */
+static int parse(const char *s) {
+    static int warned;
+    int bits = 0;
+    while (*s) {
+        const size_t n = strcspn(s, ",");
+        int found = 0;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (strlen(names[i].name) == n && strncmp(s, names[i].name, n) == 0) bits |= names[i].bit, found = 1;
+        if (!found && n > 0 && !warned) {
+            fprintf(stderr, "lilac: LILAC_DECODE_TRY: unknown variant '%.*s' ignored (xstage, xchg, l2next, combine, gdnstore, "
+                            "gdnxchg, all)\n",
+                    (int)(n < 64 ? n : 64), s);
+            warned = 1;
+        }
+        s += n;
+        if (*s == ',') s++;
+    }
+    return bits;
+}
+
+int lc_decode_try(void) {
+    const char *s = getenv("LILAC_DECODE_TRY");
+    return s ? parse(s) : 0;
+}
