@@ -254,17 +254,19 @@ static void test_gpu_vs_cpu_real_width(void) {
     }
     /* decode after prefill equals the prefill logits: the MoE as one kernel
      * (lc_moe_slots, the default at these shapes), as the router, gate/up
-     * and down kernels (LILAC_MOE=split), and with every candidate variant
-     * (LILAC_DECODE_TRY=all, cuda_ops.h), which must give the default's
-     * logits bit for bit; both variables are read when a session's step is
-     * enqueued */
-    static const char *const form_name[3] = {"one kernel", "router + gate/up + down", "one kernel, LILAC_DECODE_TRY=all"};
+     * and down kernels (LILAC_MOE=split), and with each candidate variant
+     * (LILAC_DECODE_TRY, cuda_ops.h) alone and all together, which must give
+     * the default's logits bit for bit; both variables are read when a
+     * session's step is enqueued */
+    static const char *const cands[] = {"xstage", "xchg", "l2next", "combine", "gdnstore", "gdnxchg", "gdnfuse", "all"};
+    enum { NTRY = sizeof cands / sizeof cands[0] };
     float *rows0 = b ? malloc((size_t)16 * Vr * sizeof(float)) : NULL;
-    for (int form = 0; rows0 && form < 3; form++) {
+    for (int form = 0; rows0 && form < 2 + NTRY; form++) {
         lilac_session *s = NULL;
         float *row = malloc((size_t)Vr * sizeof(float));
+        const char *cand = form >= 2 ? cands[form - 2] : NULL;
         if (form == 1) setenv("LILAC_MOE", "split", 1);
-        if (form == 2) setenv("LILAC_DECODE_TRY", "all", 1);
+        if (cand) setenv("LILAC_DECODE_TRY", cand, 1);
         if (!lilac_session_new(gg, T + 8, &s, &e) && !lilac_session_feed(s, ids, T / 2, NULL, 0, &e)) {
             double worst = 0;
             int top = 0, n = 0, same = 0;
@@ -274,17 +276,18 @@ static void test_gpu_vs_cpu_real_width(void) {
                 worst = d > worst ? d : worst;
                 top += argmax(row, Vr) == argmax(b + (size_t)t * Vr, Vr);
                 if (form == 0) memcpy(rows0 + (size_t)n * Vr, row, (size_t)Vr * sizeof(float));
-                if (form == 2) same += memcmp(rows0 + (size_t)n * Vr, row, (size_t)Vr * sizeof(float)) == 0;
+                else same += memcmp(rows0 + (size_t)n * Vr, row, (size_t)Vr * sizeof(float)) == 0;
             }
-            printf("    decode after prefill vs prefill (MoE %s): max |dlogit| %.3g, top-1 %d/%d\n", form_name[form], worst, top,
-                   n);
+            if (cand)
+                printf("    decode after prefill, LILAC_DECODE_TRY=%s: %d/%d rows of logits bit for bit the default's, max "
+                       "|dlogit| vs prefill %.3g\n", cand, same, n, worst);
+            else
+                printf("    decode after prefill vs prefill (MoE %s): max |dlogit| %.3g, top-1 %d/%d\n",
+                       form ? "router + gate/up + down" : "one kernel", worst, top, n);
             CHECK(n == 16, "decode stopped after %d tokens: %s", n, e.msg);
             CHECK(worst < 5e-3, "decode after prefill differs by %g", worst);
             CHECK(top == n, "top-1 differs at %d of %d positions", n - top, n);
-            if (form == 2) {
-                printf("    the candidate variants against the default: %d/%d rows of logits bit for bit\n", same, n);
-                CHECK(same == n, "LILAC_DECODE_TRY=all changed %d of %d rows", n - same, n);
-            }
+            if (cand) CHECK(same == n, "LILAC_DECODE_TRY=%s changed %d of %d rows", cand, n - same, n);
         } else {
             CHECK(0, "%s", e.msg);
         }

@@ -96,7 +96,8 @@ enum {
     LC_TRY_COMBINE = 8,    /* "combine": the attention combine issues every load right after its wait */
     LC_TRY_GDN_STORE = 16, /* "gdnstore": the DeltaNet step's state stores during its exchange */
     LC_TRY_GDN_XCHG = 32,  /* "gdnxchg": the DeltaNet step's decode exchange with st.async */
-    LC_TRY_ALL = 63
+    LC_TRY_GDN_FUSE = 64,  /* "gdnfuse": a DeltaNet layer's in_proj and decode step as one kernel (lc_gdn_fused) */
+    LC_TRY_ALL = 127
 };
 int lc_decode_try(void);
 /* Tiled GEMM for T tokens: Y[t, r] (+)= sum_c X[t, c] W[r, c]; ldx/ldy are row
@@ -206,6 +207,14 @@ cudaError_t lc_gdn(const lc_gdn_params *p, const float *proj, int ldp, int T, fl
  * overrides it (0, 4, 8; anything else = back to the default): the workshops. */
 int lc_gdn_step_form(const lc_gdn_params *p, int T);
 void lc_gdn_step_force(int form);
+/* Decode (T = 1): proj = in_proj . (RMSNorm(h) * norm_w), then lc_gdn on it,
+ * as one kernel (decode/gdn_fused.cu: a cluster of 8 blocks per key head
+ * computes the projection rows its recurrence reads); the same floats as
+ * lc_gemv_rms + lc_gdn, proj not written.  The model's shapes on sm_90
+ * with the default GEMV kernels only (lc_gdn_fused_ok). */
+int lc_gdn_fused_ok(const lc_qmat *in_proj, const lc_gdn_params *p);
+cudaError_t lc_gdn_fused(const lc_qmat *in_proj, const float *h, const float *norm_w, float eps, const lc_gdn_params *p,
+                         float *conv_state, float *state, float *out, const lc_ctrl *ctrl, cudaStream_t st);
 
 /* Prefill form of lc_gdn (prefill/gdn_chunk.cu): the same inputs, outputs
  * and state semantics, computed in chunks of 64 tokens with the WY/UT

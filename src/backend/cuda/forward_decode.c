@@ -10,6 +10,52 @@
 
 #define MARK(cls) cuda_prof_mark(prof, cls, st)
 
+/* Layer l's mixer on b->h into b->mix: the input norm and in_proj, then the
+ * gated attention or the DeltaNet step (or, LILAC_DECODE_TRY=gdnfuse, the
+ * DeltaNet layer's in_proj and step as one kernel). */
+static lilac_status enqueue_mixer(lilac_backend *b, lilac_state *s, int l, cuda_prof *prof, lilac_error *e) {
+    const lilac_config *c = &b->m->cfg;
+    const cudaStream_t st = b->st;
+    lc_ctrl *ctrl = s->ctrl;
+    cuda_layer *cl = &b->layers[l];
+    const int slot = lilac_config_layer_slot(c, l), Vd = c->lin_value_dim, H = c->n_heads, hd = c->head_dim;
+    lc_gdn_params gp = cl->gdn;
+    gp.l2_next = cl->out_proj; /* the DeltaNet step prefetches it under LILAC_DECODE_TRY=l2next */
+    if (!cl->is_attn && (lc_decode_try() & LC_TRY_GDN_FUSE) && lc_gdn_fused_ok(&cl->in_proj, &gp)) {
+        LC_CHECK(lc_gdn_fused(&cl->in_proj, b->h, cl->input_norm, c->rms_eps, &gp, s->conv[slot], s->rec[slot], b->mix, ctrl,
+                              st));
+        MARK(PROF_GDN);
+        cuda_ctrace(b, "gdn_scan", l, b->mix, 1, Vd, Vd);
+        return LILAC_OK;
+    }
+    /* the input norm runs inside the GEMV */
+    LC_CHECK(lc_gemv_rms(&cl->in_proj, b->h, cl->input_norm, c->rms_eps, b->proj, NULL, ctrl, st));
+    MARK(PROF_GEMV);
+    if (cl->is_attn) {
+        lc_attn_params ap = cl->attn;
+        ap.cap = s->cap;
+        if (lc_attn_decode_supported(&ap)) { /* fused prep, tensor cores, split by context length */
+            LC_CHECK(lc_attn_decode(&ap, b->proj, s->kc[slot], s->vc[slot], b->attn_splits, b->part, ctrl, st));
+            MARK(PROF_ATTN);
+            LC_CHECK(lc_attn_combine(&ap, b->part, 1, b->attn_splits, LC_ATTN_CHUNK, b->proj, b->ldp, b->mix, ctrl, st));
+            MARK(PROF_ATTN);
+        } else {
+            LC_CHECK(lc_attn_prep(&ap, b->proj, b->ldp, 1, b->qbuf, s->kc[slot], s->vc[slot], ctrl, st));
+            MARK(PROF_ATTN);
+            LC_CHECK(lc_attn(&ap, b->qbuf, s->kc[slot], s->vc[slot], 1, LC_NSPLIT, b->part, ctrl, st));
+            MARK(PROF_ATTN);
+            LC_CHECK(lc_attn_combine(&ap, b->part, 1, LC_NSPLIT, 0, b->proj, b->ldp, b->mix, ctrl, st));
+            MARK(PROF_ATTN);
+        }
+        cuda_ctrace(b, "attn_out", l, b->mix, 1, H * hd, H * hd);
+    } else {
+        LC_CHECK(lc_gdn(&gp, b->proj, b->ldp, 1, s->conv[slot], s->rec[slot], b->mix, ctrl, st));
+        MARK(PROF_GDN);
+        cuda_ctrace(b, "gdn_scan", l, b->mix, 1, Vd, Vd);
+    }
+    return LILAC_OK;
+}
+
 /* Enqueues the decoder layers of one decode step (the token's id in device
  * memory); prof (may be NULL) records an event after each kernel. */
 lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t *d_ids, int T, cuda_prof *prof,
@@ -23,37 +69,10 @@ lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t
     LC_CHECK(lc_embed(&b->embed, d_ids, 1, b->h, ctrl, st));
     MARK(PROF_NORM);
     cuda_ctrace(b, "embed", 0, b->h, 1, D, D);
-    const int Vd = c->lin_value_dim, H = c->n_heads, hd = c->head_dim;
     for (int l = 0; l < c->n_layers; l++) {
         cuda_layer *cl = &b->layers[l];
-        const int slot = lilac_config_layer_slot(c, l);
-        /* the input norm runs inside the GEMV */
-        LC_CHECK(lc_gemv_rms(&cl->in_proj, b->h, cl->input_norm, c->rms_eps, b->proj, NULL, ctrl, st));
-        MARK(PROF_GEMV);
-        if (cl->is_attn) {
-            lc_attn_params ap = cl->attn;
-            ap.cap = s->cap;
-            if (lc_attn_decode_supported(&ap)) { /* fused prep, tensor cores, split by context length */
-                LC_CHECK(lc_attn_decode(&ap, b->proj, s->kc[slot], s->vc[slot], b->attn_splits, b->part, ctrl, st));
-                MARK(PROF_ATTN);
-                LC_CHECK(lc_attn_combine(&ap, b->part, 1, b->attn_splits, LC_ATTN_CHUNK, b->proj, b->ldp, b->mix, ctrl, st));
-                MARK(PROF_ATTN);
-            } else {
-                LC_CHECK(lc_attn_prep(&ap, b->proj, b->ldp, 1, b->qbuf, s->kc[slot], s->vc[slot], ctrl, st));
-                MARK(PROF_ATTN);
-                LC_CHECK(lc_attn(&ap, b->qbuf, s->kc[slot], s->vc[slot], 1, LC_NSPLIT, b->part, ctrl, st));
-                MARK(PROF_ATTN);
-                LC_CHECK(lc_attn_combine(&ap, b->part, 1, LC_NSPLIT, 0, b->proj, b->ldp, b->mix, ctrl, st));
-                MARK(PROF_ATTN);
-            }
-            cuda_ctrace(b, "attn_out", l, b->mix, 1, H * hd, H * hd);
-        } else {
-            lc_gdn_params gp = cl->gdn;
-            gp.l2_next = cl->out_proj; /* the DeltaNet step prefetches it under LILAC_DECODE_TRY=l2next */
-            LC_CHECK(lc_gdn(&gp, b->proj, b->ldp, 1, s->conv[slot], s->rec[slot], b->mix, ctrl, st));
-            MARK(PROF_GDN);
-            cuda_ctrace(b, "gdn_scan", l, b->mix, 1, Vd, Vd);
-        }
+        lilac_status rc = enqueue_mixer(b, s, l, prof, e);
+        if (rc) return rc;
         /* residual 1: h += mixer output projected */
         LC_CHECK(lc_gemv(&cl->out_proj, 0, b->mix, b->h, b->h, ctrl, st));
         MARK(PROF_GEMV);
