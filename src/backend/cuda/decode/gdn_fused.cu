@@ -289,8 +289,8 @@ bool fused_fit() {
 extern "C" int lc_gdn_fused_ok(const lc_qmat *W, const lc_gdn_params *p) {
     using namespace gdn_fused;
     const bool aligned = (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15) == 0;
-    /* the unfused in_proj must be ring_gemv, whose sums this kernel repeats */
-    return lc_gemv_kernels() == LC_GEMV_AUTO && gemv_ring::fits<KIN>(*W) && p->K == KC && p->dk == D && p->dv == D && p->Hk >= 1 && p->Hv == 2 * p->Hk &&
+    /* the unfused pair must be ring_gemv and the split step of 4, whose sums this kernel repeats */
+    return lc_gemv_kernels() == LC_GEMV_AUTO && gemv_ring::fits<KIN>(*W) && lc_gdn_step_form(p, 1) == NS && p->K == KC && p->dk == D && p->dv == D && p->Hk >= 1 && p->Hv == 2 * p->Hk &&
            W->bits == 4 && W->cols == KIN && W->n_mat == 1 && W->rows == 2 * p->Hk * D + 2 * p->Hv * D + 2 * p->Hv && aligned &&
            fused_fit();
 }
