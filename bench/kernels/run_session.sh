@@ -201,7 +201,7 @@ for l in a:
     tryab) # decode at 4K, 32K and 128K: the default against each LILAC_DECODE_TRY variant alone and all of them, same
         # binary, two rounds in alternating order (TRY_LIST overrides the list; "-" is the default)
         for r in 1 2; do
-            list="- ${TRY_LIST:-xstage xchg l2next combine gdnstore gdnxchg gdnfuse all}"
+            list="- ${TRY_LIST:-xstage xchg l2next combine gdnstore gdnxchg gdnfuse slotsum all}"
             [ $r = 2 ] && list=$(echo $list | tr ' ' '\n' | tac | tr '\n' ' ')
             for v in $list; do
                 t=$v; [ "$v" = - ] && t=

@@ -258,7 +258,8 @@ static void test_gpu_vs_cpu_real_width(void) {
      * (LILAC_DECODE_TRY, cuda_ops.h) alone and all together, which must give
      * the default's logits bit for bit; both variables are read when a
      * session's step is enqueued */
-    static const char *const cands[] = {"xstage", "xchg", "l2next", "combine", "gdnstore", "gdnxchg", "gdnfuse", "all"};
+    static const char *const cands[] = {"xstage", "xchg", "l2next", "combine", "gdnstore", "gdnxchg", "gdnfuse", "slotsum",
+                                        "all"};
     enum { NTRY = sizeof cands / sizeof cands[0] };
     float *rows0 = b ? malloc((size_t)16 * Vr * sizeof(float)) : NULL;
     for (int form = 0; rows0 && form < 2 + NTRY; form++) {

@@ -421,6 +421,7 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
         ALLOC(b->amax_part, 1024);
         ALLOC(b->amax_done, 1);
         ALLOC(b->moe_done, 1);
+        ALLOC(b->slot_done, 16);
         ALLOC(b->stop_ids, LC_MAX_STOP);
         ALLOC(b->mask, (c->vocab_size + 31) / 32);
         /* the sampler: one generation at a time per backend, so one set */
@@ -432,6 +433,7 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
             goto fail;
         }
         if (cudaMemset(b->amax_done, 0, sizeof(unsigned)) != cudaSuccess || cudaMemset(b->moe_done, 0, sizeof(unsigned)) != cudaSuccess ||
+            cudaMemset(b->slot_done, 0, 16 * sizeof(unsigned)) != cudaSuccess ||
             lc_sampler_clear(&b->samp, b->st) != cudaSuccess ||
             cudaMallocHost((void **)&b->host_logits, (size_t)LC_LOGIT_ROWS * c->vocab_size * sizeof(float)) != cudaSuccess ||
             cudaMallocHost((void **)&b->host_ids, (size_t)T * sizeof(int32_t)) != cudaSuccess ||

@@ -97,7 +97,8 @@ enum {
     LC_TRY_GDN_STORE = 16, /* "gdnstore": the DeltaNet step's state stores during its exchange */
     LC_TRY_GDN_XCHG = 32,  /* "gdnxchg": the DeltaNet step's decode exchange with st.async */
     LC_TRY_GDN_FUSE = 64,  /* "gdnfuse": a DeltaNet layer's in_proj and decode step as one kernel (lc_gdn_fused) */
-    LC_TRY_ALL = 127
+    LC_TRY_SLOTSUM = 128,  /* "slotsum": lc_moe_slots adds the slots' shares to h itself (no combine kernel) */
+    LC_TRY_ALL = 255
 };
 int lc_decode_try(void);
 /* Tiled GEMM for T tokens: Y[t, r] (+)= sum_c X[t, c] W[r, c]; ldx/ldy are row
@@ -305,12 +306,15 @@ cudaError_t lc_moe_down(const lc_qmat *down, const lc_qmat *sh_down, const int32
  * lc_moe_slots_combine: h += sum_j P[j] in slot order (early: its successor
  * may launch before it waits, for one that reads only weights before).
  * l2_next (may be NULL): the next kernel's weights, prefetched into L2 while
- * the slots route (LC_TRY_L2NEXT). */
+ * the slots route (LC_TRY_L2NEXT); sum_done (may be NULL; 16 counters, zero
+ * before the first launch): the kernel also adds P to h, as the combine
+ * would (LC_TRY_SLOTSUM), and the combine is not launched. */
 int lc_moe_slots_ok(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
                     const lc_qmat *down, const lc_qmat *sh_down, int K);
 cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
-                         const lc_qmat *down, const lc_qmat *sh_down, const float *h, const float *norm_w, float eps, float *P,
-                         int32_t *ids, float *w, float *sgate, const lc_qmat *l2_next, const lc_ctrl *ctrl, cudaStream_t st);
+                         const lc_qmat *down, const lc_qmat *sh_down, float *h, const float *norm_w, float eps, float *P,
+                         int32_t *ids, float *w, float *sgate, const lc_qmat *l2_next, unsigned *sum_done, const lc_ctrl *ctrl,
+                         cudaStream_t st);
 cudaError_t lc_moe_slots_combine(const float *P, float *h, int early, const lc_ctrl *ctrl, cudaStream_t st);
 /* Prefill: groups the T*K (token, expert) slots by expert. */
 typedef struct {

@@ -13,7 +13,8 @@ static const struct {
     int bit;
 } names[] = {
     {"xstage", LC_TRY_XSTAGE}, {"xchg", LC_TRY_XCHG},         {"l2next", LC_TRY_L2NEXT},   {"combine", LC_TRY_COMBINE},
-    {"gdnstore", LC_TRY_GDN_STORE}, {"gdnxchg", LC_TRY_GDN_XCHG}, {"gdnfuse", LC_TRY_GDN_FUSE}, {"all", LC_TRY_ALL},
+    {"gdnstore", LC_TRY_GDN_STORE}, {"gdnxchg", LC_TRY_GDN_XCHG}, {"gdnfuse", LC_TRY_GDN_FUSE},
+    {"slotsum", LC_TRY_SLOTSUM}, {"all", LC_TRY_ALL},
 };
 
 /* The bits of a comma list; an unknown name is reported once and ignored. */
@@ -27,7 +28,7 @@ static int parse(const char *s) {
             if (strlen(names[i].name) == n && strncmp(s, names[i].name, n) == 0) bits |= names[i].bit, found = 1;
         if (!found && n > 0 && !warned) {
             fprintf(stderr, "lilac: LILAC_DECODE_TRY: unknown variant '%.*s' ignored (xstage, xchg, l2next, combine, gdnstore, "
-                            "gdnxchg, gdnfuse, all)\n",
+                            "gdnxchg, gdnfuse, slotsum, all)\n",
                     (int)(n < 64 ? n : 64), s);
             warned = 1;
         }

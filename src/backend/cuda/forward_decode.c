@@ -80,14 +80,20 @@ lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t
         /* MoE, residual 2: one kernel (a cluster per expert slot) and the slots' sum, or
          * norm + router + top-K in one launch, then the experts */
         if (lc_moe_slots_ok(&cl->router, &cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &cl->down, &cl->sh_down, K)) {
-            /* the next layer's in_proj is prefetched into L2 while the slots route (LILAC_DECODE_TRY=l2next) */
-            const lc_qmat *next = l + 1 < c->n_layers ? &b->layers[l + 1].in_proj : NULL;
+            /* the next layer's in_proj is prefetched into L2 while the slots route (LILAC_DECODE_TRY=l2next); the
+             * slots add their shares to h themselves under LILAC_DECODE_TRY=slotsum, but for the last layer's
+             * (the lm_head after them keeps the combine's order, lc_moe_slots_combine) */
+            const int more = l + 1 < c->n_layers;
+            const lc_qmat *next = more ? &b->layers[l + 1].in_proj : NULL;
+            unsigned *sum_done = more && (lc_decode_try() & LC_TRY_SLOTSUM) ? b->slot_done : NULL;
             LC_CHECK(lc_moe_slots(&cl->router, &cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &cl->down, &cl->sh_down, b->h,
-                                  cl->post_norm, c->rms_eps, b->eo, b->topi, b->topw, b->sgate, next, ctrl, st));
+                                  cl->post_norm, c->rms_eps, b->eo, b->topi, b->topw, b->sgate, next, sum_done, ctrl, st));
             MARK(PROF_MOE);
             /* the sum's successor may launch early unless it is the lm_head (lc_moe_slots_combine) */
-            LC_CHECK(lc_moe_slots_combine(b->eo, b->h, l + 1 < c->n_layers, ctrl, st));
-            MARK(PROF_MOE);
+            if (!sum_done) {
+                LC_CHECK(lc_moe_slots_combine(b->eo, b->h, more, ctrl, st));
+                MARK(PROF_MOE);
+            }
             cuda_ctrace(b, "h_moe", l, b->h, 1, D, D);
             continue;
         }

@@ -39,7 +39,9 @@
  * Variants awaiting a GPU measurement (LILAC_DECODE_TRY, cuda_ops.h; the
  * same floats): xstage (h in one L2 trip, staged in shared memory), xchg
  * (both exchanges by st.async on mbarriers), l2next (the next layer's
- * in_proj prefetched into L2 while the slots route). */
+ * in_proj prefetched into L2 while the slots route), slotsum (the last of
+ * the 9 blocks storing a rank's rows of P adds them to h: no combine kernel
+ * between the layers). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,13 +102,19 @@ __device__ unsigned long long slots_stamps[J * CS][12];
  * routing, cluster KR: the shared expert.  P[j][d] = w_j down_j . act_j
  * (sgate for the shared slot).  ids / w / sgate: the routing, for traces.
  * l2n: weights to prefetch into L2 once the wait is over (w NULL: none).
+ * sum_done (LC_TRY_SLOTSUM; NULL: the combine kernel adds P to h): CS
+ * counters, zero between launches; the last of the J blocks of a rank to
+ * store its rows of P adds the J shares of those rows to h, in slot order
+ * (moe_slots_combine_kernel's sums).  h is read for x before: every block
+ * of the grid has read it once any rank's J blocks have stored (each stores
+ * after its cluster's act exchange, which follows all of the cluster's x). 
  * V: the variants (V_XSTAGE, V_XCHG; 0 = the measured form). */
 template <int V>
 __global__ void __launch_bounds__(WARPS * 32, 2)
     moe_slots_kernel(lc_qmat R, lc_qmat gate, lc_qmat up, lc_qmat sg, lc_qmat su, lc_qmat down, lc_qmat sdown,
-                     const float *__restrict__ h, const float *__restrict__ norm_w, float eps, float *__restrict__ P,
+                     float *h, const float *__restrict__ norm_w, float eps, float *__restrict__ P,
                      int32_t *__restrict__ ids, float *__restrict__ w, float *__restrict__ sgate, lc_qmat l2n,
-                     const lc_ctrl *ctrl) {
+                     unsigned *sum_done, const lc_ctrl *ctrl) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     constexpr bool XSTAGE = (V & V_XSTAGE) != 0, XCHG = (V & V_XCHG) != 0;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -307,6 +315,27 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         float *p = P + (size_t)j * D + rank * DR + warp * 16;
         p[g] = wj * ya, p[g + 8] = wj * yb;
     }
+    if (sum_done != nullptr) {
+        __shared__ int last;
+        __threadfence(); /* release: the block's rows of P before its count */
+        __syncthreads();
+        if (threadIdx.x == 0) last = atomicAdd(sum_done + rank, 1u) == J - 1;
+        __syncthreads();
+        if (last) {
+            __threadfence(); /* acquire: the other slots' rows */
+            if (threadIdx.x < DR) {
+                const int d = rank * DR + threadIdx.x;
+                float v[J];
+#pragma unroll
+                for (int q = 0; q < J; q++) v[q] = __ldcg(P + (size_t)q * D + d);
+                float t = 0.0f;
+#pragma unroll
+                for (int q = 0; q < J; q++) t += v[q];
+                h[d] += t;
+            }
+            if (threadIdx.x == 0) sum_done[rank] = 0; /* for the next launch */
+        }
+    }
     STAMP(7);
 #else
     __trap(); /* never launched below sm_90 (slots_ok) */
@@ -334,8 +363,8 @@ bool shape(const lc_qmat *m, int bits, int rows, int cols) {
     return m->bits == bits && m->rows == rows && m->cols == cols && aligned(m);
 }
 
-using slots_fn = void (*)(lc_qmat, lc_qmat, lc_qmat, lc_qmat, lc_qmat, lc_qmat, lc_qmat, const float *, const float *, float,
-                          float *, int32_t *, float *, float *, lc_qmat, const lc_ctrl *);
+using slots_fn = void (*)(lc_qmat, lc_qmat, lc_qmat, lc_qmat, lc_qmat, lc_qmat, lc_qmat, float *, const float *, float, float *,
+                          int32_t *, float *, float *, lc_qmat, unsigned *, const lc_ctrl *);
 /* the kernel of the variants v (LC_TRY_XSTAGE | LC_TRY_XCHG bits) */
 slots_fn slots_kernel(int v) {
     static const slots_fn k[4] = {moe_slots_kernel<0>, moe_slots_kernel<1>, moe_slots_kernel<2>, moe_slots_kernel<3>};
@@ -376,15 +405,15 @@ extern "C" int lc_moe_slots_ok(const lc_qmat *R, const lc_qmat *gate, const lc_q
 }
 
 extern "C" cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate,
-                                    const lc_qmat *sh_up, const lc_qmat *down, const lc_qmat *sh_down, const float *h,
+                                    const lc_qmat *sh_up, const lc_qmat *down, const lc_qmat *sh_down, float *h,
                                     const float *norm_w, float eps, float *P, int32_t *ids, float *w, float *sgate,
-                                    const lc_qmat *l2_next, const lc_ctrl *ctrl, cudaStream_t st) {
+                                    const lc_qmat *l2_next, unsigned *sum_done, const lc_ctrl *ctrl, cudaStream_t st) {
     if (!lc_moe_slots_ok(R, gate, up, sh_gate, sh_up, down, sh_down, KR)) return cudaErrorNotSupported;
     const int v = lc_decode_try();
     lc_qmat l2n = {};
     if (l2_next && (v & LC_TRY_L2NEXT)) l2n = *l2_next;
     return cluster_launch(slots_kernel(v), CS, dim3(J * CS), dim3(WARPS * 32), SMEM, st, *R, *gate, *up, *sh_gate, *sh_up, *down,
-                          *sh_down, h, norm_w, eps, P, ids, w, sgate, l2n, ctrl);
+                          *sh_down, h, norm_w, eps, P, ids, w, sgate, l2n, sum_done, ctrl);
 }
 
 #ifdef LC_MOE_SLOTS_STAMPS
