@@ -129,8 +129,8 @@ for l in a:
             LILAC_DECODE_TRY=$t timeout 150 build/kernels/gdn_step_test 2>&1 | tee -a "$OUT/gdn_step.log" | tail -30
         done
         for tool in memcheck racecheck synccheck; do
-            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_step_test --quick > "$OUT/${tool}_gdn_step.log" 2>&1
-            echo "$tool gdn_step --quick rc=$?"; grep -E "SUMMARY|all ok|FAIL" "$OUT/${tool}_gdn_step.log" | head -3
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_step_test --quick > /tmp/san.log 2>&1
+            echo "$tool gdn_step --quick rc=$?"; grep -E "SUMMARY|all ok|FAIL" /tmp/san.log | head -3; cat /tmp/san.log >> "$OUT/gdn_step_san.log"
         done ;;
     moecl) # the MoE cluster workshop (gate/up and down of a slot joined in a cluster) against tq_gate_up + tq_down, the engine's
         # one-kernel MoE (lc_moe_slots) against its three kernels with its phase stamps, out_proj + MoE with the
@@ -142,8 +142,8 @@ for l in a:
             LILAC_DECODE_TRY=$t timeout 120 build/kernels/moe_cluster_test 2>&1 | tee -a "$OUT/moe_cluster.log"
         done
         for tool in memcheck racecheck synccheck; do
-            timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/moe_cluster_test --quick > "$OUT/${tool}_moecl.log" 2>&1
-            echo "$tool moe_cluster --quick rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_moecl.log"
+            timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/moe_cluster_test --quick > /tmp/san.log 2>&1
+            echo "$tool moe_cluster --quick rc=$?"; grep -E "SUMMARY" /tmp/san.log; cat /tmp/san.log >> "$OUT/moe_cluster_san.log"
         done ;;
     topk) # the routing top-K alone: moe_route.cuh's topk_warp against its variants, cycles per call cold and warm, then memcheck
         [ -x build/kernels/topk_test ] || sh bench/kernels/build_topk.sh > "$OUT/build_topk.log" 2>&1
@@ -198,31 +198,44 @@ for l in a:
             echo "$v ($($d/lilac --version | head -1)), round $r"
             LD_LIBRARY_PATH=$PWD/$d/lib:$LD_LIBRARY_PATH timeout 150 $d/lilac bench --synthetic --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | tee "$OUT/bench_ab_${v}_$r.txt" | grep -E "^\| [0-9]"
         done; done ;;
-    tryab) # decode at 4K, 32K and 128K: the default against each LILAC_DECODE_TRY variant alone and all of them, same
-        # binary, two rounds in alternating order (TRY_LIST overrides the list; "-" is the default)
+    trysmoke) # each LILAC_DECODE_TRY variant once, briefly, before anything long runs it (a hang or a fault costs 60 s,
+        # not a call): the list that ran goes to /tmp/try_ok for tryab
+        ok=""
+        for v in xstage xchg l2next combine gdnstore gdnxchg gdnfuse slotsum; do
+            if LILAC_DECODE_TRY=$v timeout 60 $B/lilac bench --synthetic --decode 4096 -n 32 --repeats 1 --no-profile >> "$OUT/trysmoke.log" 2>&1; then
+                ok="$ok $v"
+            else
+                echo "trysmoke: $v failed (rc=$?)"
+            fi
+        done
+        echo "trysmoke: ran:$ok"; echo "$ok" > /tmp/try_ok ;;
+    tryab) # decode at 4K, 32K and 128K: the default against each LILAC_DECODE_TRY variant alone and all of them together,
+        # same binary, two rounds in alternating order; the variants trysmoke ran (TRY_LIST overrides; "-" = the default)
+        ok=$(cat /tmp/try_ok 2>/dev/null || echo xstage xchg l2next combine gdnstore gdnxchg gdnfuse slotsum)
         for r in 1 2; do
-            list="- ${TRY_LIST:-xstage xchg l2next combine gdnstore gdnxchg gdnfuse slotsum all}"
+            list="- ${TRY_LIST:-$ok $(echo $ok | tr ' ' ',')}"
             [ $r = 2 ] && list=$(echo $list | tr ' ' '\n' | tac | tr '\n' ' ')
             for v in $list; do
                 t=$v; [ "$v" = - ] && t=
-                echo "LILAC_DECODE_TRY=${t:-(unset)}, round $r"
-                LILAC_DECODE_TRY=$t timeout 150 $B/lilac bench --synthetic --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | tee "$OUT/bench_try_${v}_$r.txt" | grep -E "^\| [0-9]"
+                echo "LILAC_DECODE_TRY=${t:-(unset)}, round $r" | tee -a "$OUT/tryab.log"
+                LILAC_DECODE_TRY=$t timeout 150 $B/lilac bench --synthetic --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | tee -a "$OUT/tryab.log" | grep -E "^\| [0-9]"
             done
         done ;;
     trysan) # the variants under the sanitizers: the MoE one (moe_cluster_test) and the DeltaNet step (gdn_step_test) workshops
         [ -x build/kernels/moe_cluster_test ] || sh bench/kernels/build_moe_cluster.sh > "$OUT/build_moe_cluster.log" 2>&1
         [ -x build/kernels/gdn_step_test ] || sh bench/kernels/build_gdn_step.sh > "$OUT/build_gdn_step.log" 2>&1
         for tool in memcheck racecheck synccheck; do
-            LILAC_DECODE_TRY=all timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/moe_cluster_test --quick > "$OUT/${tool}_try_moecl.log" 2>&1
-            echo "$tool moe_cluster (all variants) rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_try_moecl.log"
-            LILAC_DECODE_TRY=all timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_step_test --quick > "$OUT/${tool}_try_gdn.log" 2>&1
-            echo "$tool gdn_step (all variants) rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_try_gdn.log"
+            LILAC_DECODE_TRY=all timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/moe_cluster_test --quick > /tmp/san.log 2>&1
+            echo "$tool moe_cluster (all variants) rc=$?"; grep -E "SUMMARY" /tmp/san.log; cat /tmp/san.log >> "$OUT/trysan.log"
+            LILAC_DECODE_TRY=all timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_step_test --quick > /tmp/san.log 2>&1
+            echo "$tool gdn_step (all variants) rc=$?"; grep -E "SUMMARY" /tmp/san.log; cat /tmp/san.log >> "$OUT/trysan.log"
         done ;;
-    gputests) # every GPU test binary of the bundle, each to its log; the summary lines here
+    gputests) # every GPU test binary of the bundle, into one log; the summary lines here
         for t in $B/tests/test_gpu_*; do
             n=$(basename "$t")
-            timeout 300 "$t" > "$OUT/$n.log" 2>&1; echo "$n rc=$?: $(tail -1 "$OUT/$n.log")"
-            grep -E "top-1|FAIL" "$OUT/$n.log" | head -12
+            timeout 300 "$t" > /tmp/$n.log 2>&1; echo "$n rc=$?: $(tail -1 /tmp/$n.log)"
+            grep -E "top-1|bit for bit|FAIL" /tmp/$n.log | head -16
+            cat /tmp/$n.log >> "$OUT/gputests.log"
         done ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
     gemvab) for k in auto engine; do echo "LILAC_GEMV=$k"; LILAC_GEMV=$k timeout 150 $B/lilac bench --synthetic --decode 4096 -n 256 2>&1 | tee "$OUT/bench_4k_gemv_$k.txt"; done ;;
