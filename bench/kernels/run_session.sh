@@ -221,10 +221,13 @@ for l in a:
                 LILAC_DECODE_TRY=$t timeout 150 $B/lilac bench --synthetic --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | tee -a "$OUT/tryab.log" | grep -E "^\| [0-9]"
             done
         done ;;
-    trysan) # the variants under the sanitizers: the MoE one (moe_cluster_test) and the DeltaNet step (gdn_step_test) workshops
+    trysan) # the variants under the sanitizers: the engine's decode graph with all of them (4 steps at 4K, synthetic weights),
+        # then the MoE one (moe_cluster_test) and the DeltaNet step (gdn_step_test) workshops
         [ -x build/kernels/moe_cluster_test ] || sh bench/kernels/build_moe_cluster.sh > "$OUT/build_moe_cluster.log" 2>&1
         [ -x build/kernels/gdn_step_test ] || sh bench/kernels/build_gdn_step.sh > "$OUT/build_gdn_step.log" 2>&1
         for tool in memcheck racecheck synccheck; do
+            LILAC_DECODE_TRY=all timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 $B/lilac bench --synthetic --decode 4096 -n 4 --repeats 1 --no-profile > /tmp/san.log 2>&1
+            echo "$tool decode graph (all variants) rc=$?"; grep -E "SUMMARY" /tmp/san.log; cat /tmp/san.log >> "$OUT/trysan.log"
             LILAC_DECODE_TRY=all timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/moe_cluster_test --quick > /tmp/san.log 2>&1
             echo "$tool moe_cluster (all variants) rc=$?"; grep -E "SUMMARY" /tmp/san.log; cat /tmp/san.log >> "$OUT/trysan.log"
             LILAC_DECODE_TRY=all timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_step_test --quick > /tmp/san.log 2>&1
