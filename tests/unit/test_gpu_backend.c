@@ -9,6 +9,10 @@
 
 #include "check.h"
 #include "lilac.h"
+
+/* the CUDA backend's record of the LILAC_DECODE_TRY variants launched
+ * (cuda_ops.h); weak: absent from builds without CUDA, where nothing runs */
+int lc_decode_try_used(int reset) __attribute__((weak));
 #include "model/safetensors.h"
 #include "model/synth_write.h"
 
@@ -260,6 +264,9 @@ static void test_gpu_vs_cpu_real_width(void) {
      * session's step is enqueued */
     static const char *const cands[] = {"xstage", "xchg", "l2next", "combine", "gdnstore", "gdnxchg", "gdnfuse", "slotsum",
                                         "all"};
+    /* the launches each must show (cuda_ops.h's LC_TRY_* bits): all of them for "all" but the DeltaNet step's two, whose
+     * kernel gdnfuse replaces in decode */
+    static const int expect[] = {1, 2, 4, 8, 16, 32, 64, 128, 255 & ~(16 | 32)};
     enum { NTRY = sizeof cands / sizeof cands[0] };
     float *rows0 = b ? malloc((size_t)16 * Vr * sizeof(float)) : NULL;
     for (int form = 0; rows0 && form < 2 + NTRY; form++) {
@@ -268,6 +275,7 @@ static void test_gpu_vs_cpu_real_width(void) {
         const char *cand = form >= 2 ? cands[form - 2] : NULL;
         if (form == 1) setenv("LILAC_MOE", "split", 1);
         if (cand) setenv("LILAC_DECODE_TRY", cand, 1);
+        if (lc_decode_try_used) lc_decode_try_used(1);
         if (!lilac_session_new(gg, T + 8, &s, &e) && !lilac_session_feed(s, ids, T / 2, NULL, 0, &e)) {
             double worst = 0;
             int top = 0, n = 0, same = 0;
@@ -279,16 +287,22 @@ static void test_gpu_vs_cpu_real_width(void) {
                 if (form == 0) memcpy(rows0 + (size_t)n * Vr, row, (size_t)Vr * sizeof(float));
                 else same += memcmp(rows0 + (size_t)n * Vr, row, (size_t)Vr * sizeof(float)) == 0;
             }
+            const int used = lc_decode_try_used ? lc_decode_try_used(0) : 0;
             if (cand)
-                printf("    decode after prefill, LILAC_DECODE_TRY=%s: %d/%d rows of logits bit for bit the default's, max "
-                       "|dlogit| vs prefill %.3g\n", cand, same, n, worst);
+                printf("    decode after prefill, LILAC_DECODE_TRY=%s (ran 0x%x): %d/%d rows of logits bit for bit the default's, "
+                       "max |dlogit| vs prefill %.3g\n", cand, used, same, n, worst);
             else
                 printf("    decode after prefill vs prefill (MoE %s): max |dlogit| %.3g, top-1 %d/%d\n",
                        form ? "router + gate/up + down" : "one kernel", worst, top, n);
             CHECK(n == 16, "decode stopped after %d tokens: %s", n, e.msg);
             CHECK(worst < 5e-3, "decode after prefill differs by %g", worst);
             CHECK(top == n, "top-1 differs at %d of %d positions", n - top, n);
-            if (cand) CHECK(same == n, "LILAC_DECODE_TRY=%s changed %d of %d rows", cand, n - same, n);
+            if (cand) {
+                CHECK(same == n, "LILAC_DECODE_TRY=%s changed %d of %d rows", cand, n - same, n);
+                /* every candidate applies at these shapes on sm_90: a silent fallback would test nothing */
+                CHECK(lc_decode_try_used == NULL || (used & expect[form - 2]) == expect[form - 2],
+                      "LILAC_DECODE_TRY=%s: launched variants 0x%x, expected 0x%x", cand, used, expect[form - 2]);
+            }
         } else {
             CHECK(0, "%s", e.msg);
         }

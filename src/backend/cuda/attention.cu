@@ -316,9 +316,11 @@ extern "C" cudaError_t lc_attn_combine(const lc_attn_params *p, const float *par
                                        const float *proj, int ldp, float *out, const lc_ctrl *ctrl, cudaStream_t st) {
     const int ds = p->hd < DS_MAX ? p->hd : DS_MAX;
     if (p->hd % ds || (chunk > 0 && T != 1)) return cudaErrorInvalidValue;
-    if (chunk > 0 && nsplit <= MAXS && nsplit <= ds * CG && (lc_decode_try() & LC_TRY_COMBINE))
+    if (chunk > 0 && nsplit <= MAXS && nsplit <= ds * CG && (lc_decode_try() & LC_TRY_COMBINE)) {
+        lc_decode_try_note(LC_TRY_COMBINE);
         return lc_launch(combine_early_kernel, dim3(1, p->H, p->hd / ds), dim3(ds * CG),
                          (size_t)(nsplit + CG * ds) * sizeof(float), st, *p, part, nsplit, chunk, proj, ldp, out, ctrl);
+    }
     return lc_launch(combine_kernel, dim3(T, p->H, p->hd / ds), dim3(ds * CG), (size_t)(nsplit + CG * ds) * sizeof(float),
                      st, *p, part, nsplit, chunk, proj, ldp, out, ctrl);
 }

@@ -65,12 +65,16 @@ __device__ __forceinline__ void st_async(const float *local, uint32_t rank, cons
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(a), "f"(v), "r"(m)
                  : "memory");
 }
-/* until the barrier's phase `parity` completed (acquire: the bytes counted on it are visible) */
+/* until the barrier's phase `parity` completed.  Acquire at cluster scope:
+ * the peers' st.async complete with release at cluster scope (the PTX
+ * memory model pairs them so; CCCL's st.async example waits the same way).
+ * Like cluster_wait it invalidates L1 (CCTL.IVALL); what the exchange saves
+ * is the sender's MEMBAR.ALL.GPU and the wait for the slowest block. */
 __device__ __forceinline__ void mbar_wait(const uint64_t *bar, uint32_t parity) {
     asm volatile("{\n"
                  ".reg .pred p;\n"
                  "LC_MBAR_WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
                  "@!p bra LC_MBAR_WAIT;\n"
                  "}\n" ::"r"(smem_u32(bar)),
                  "r"(parity)

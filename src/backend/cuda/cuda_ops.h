@@ -84,6 +84,8 @@ cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, f
 enum { LC_GEMV_AUTO = 0, LC_GEMV_ENGINE = 1, LC_GEMV_STREAM = 2, LC_GEMV_TQ = 3 };
 int lc_gemv_kernels(void);
 void lc_gemv_set_kernels(int kernels);
+/* Whether lc_gemv_rms(W, ..., xn_out NULL, ...) runs decode/gemv_ring.cuh's kernel */
+int lc_gemv_rms_ring(const lc_qmat *W);
 /* Decode kernel variants written but not yet measured on a GPU (opt-in;
  * docs/PERFORMANCE.md, "candidates"): LILAC_DECODE_TRY is a comma list of
  * the names below, or "all"; read at each call (a captured graph keeps what
@@ -101,6 +103,11 @@ enum {
     LC_TRY_ALL = 255
 };
 int lc_decode_try(void);
+/* The launchers note the variants they launched (lc_decode_try_note); the
+ * tests ask which ran since the last reset (lc_decode_try_used(1) resets):
+ * a variant that does not apply falls back to the default silently. */
+void lc_decode_try_note(int bits);
+int lc_decode_try_used(int reset);
 /* Tiled GEMM for T tokens: Y[t, r] (+)= sum_c X[t, c] W[r, c]; ldx/ldy are row
  * strides; accumulate adds into Y. */
 cudaError_t lc_gemm(const lc_qmat *W, int mat, const float *X, int ldx, int T, float *Y, int ldy, int accumulate,

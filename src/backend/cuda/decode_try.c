@@ -42,3 +42,12 @@ int lc_decode_try(void) {
     const char *s = getenv("LILAC_DECODE_TRY");
     return s ? parse(s) : 0;
 }
+
+/* Launches are enqueued by one thread at a time (a backend's stream). */
+static int g_used;
+void lc_decode_try_note(int bits) { g_used |= bits; }
+int lc_decode_try_used(int reset) {
+    const int u = g_used;
+    if (reset) g_used = 0;
+    return u;
+}

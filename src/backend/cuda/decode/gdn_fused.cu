@@ -192,8 +192,7 @@ __global__ void __launch_bounds__(THREADS, 2)
         float y = part[tid];
 #pragma unroll
         for (int kk = 1; kk < KS; kk++) y += part[kk * RBS * 16 + tid];
-        y *= rr;
-        y = 0.0f + y;
+        y = __fadd_rn(0.0f, __fmul_rn(y, rr)); /* not contracted: ring_gemv's FMUL, then its residual's FADD */
         const int i = tid / 16, r16 = tid % 16;
         if (i < 2) {
             const int j = 2 * rank + i;
@@ -209,9 +208,8 @@ __global__ void __launch_bounds__(THREADS, 2)
     float bsum = bap[vh], asum = bap[2 + vh];
 #pragma unroll
     for (int kk = 1; kk < KS; kk++) bsum += bap[kk * 4 + vh], asum += bap[kk * 4 + 2 + vh];
-    bsum *= rr, asum *= rr;
     const float xqk = qk_in[tid], xv = vz[cc], z = vz[NC + cc];
-    const float b = 0.0f + bsum, a = (0.0f + asum) + dtb;
+    const float b = __fadd_rn(0.0f, __fmul_rn(bsum, rr)), a = __fadd_rn(0.0f, __fmul_rn(asum, rr)) + dtb;
     float aq = w_qk[KC - 1] * xqk, av = w_v[KC - 1] * xv;
 #pragma unroll
     for (int j = 0; j < KC - 1; j++) aq = fmaf(w_qk[j], win_qk[j], aq), av = fmaf(w_v[j], win_v[j], av);
@@ -290,7 +288,7 @@ extern "C" int lc_gdn_fused_ok(const lc_qmat *W, const lc_gdn_params *p) {
     using namespace gdn_fused;
     const bool aligned = (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15) == 0;
     /* the unfused pair must be ring_gemv and the split step of 4, whose sums this kernel repeats */
-    return lc_gemv_kernels() == LC_GEMV_AUTO && gemv_ring::fits<KIN>(*W) && lc_gdn_step_form(p, 1) == NS && p->K == KC && p->dk == D && p->dv == D && p->Hk >= 1 && p->Hv == 2 * p->Hk &&
+    return lc_gemv_rms_ring(W) && lc_gdn_step_form(p, 1) == NS && p->K == KC && p->dk == D && p->dv == D && p->Hk >= 1 && p->Hv == 2 * p->Hk &&
            W->bits == 4 && W->cols == KIN && W->n_mat == 1 && W->rows == 2 * p->Hk * D + 2 * p->Hv * D + 2 * p->Hv && aligned &&
            fused_fit();
 }
@@ -301,6 +299,7 @@ extern "C" cudaError_t lc_gdn_fused(const lc_qmat *W, const float *h, const floa
     if (!lc_gdn_fused_ok(W, p) || ctrl == NULL) return cudaErrorNotSupported;
     lc_gdn_params q = *p;
     if (!(lc_decode_try() & LC_TRY_L2NEXT)) q.l2_next.w = NULL;
+    lc_decode_try_note(LC_TRY_GDN_FUSE | (q.l2_next.w ? LC_TRY_L2NEXT : 0));
     return cluster_launch(gdn_fused_kernel, CL, dim3(p->Hk * CL), dim3(THREADS), SMEM, st, *W, h, norm_w, eps, q, conv_state,
                           state, out, ctrl);
 }

@@ -337,7 +337,10 @@ static cudaError_t launch_split(int ns, const lc_gdn_params *p, const float *pro
                                 float *state, float *out, const lc_ctrl *ctrl, cudaStream_t st) {
     lc_gdn_params q = *p;
     if (!(lc_decode_try() & LC_TRY_L2NEXT)) q.l2_next.w = NULL;
-    const split_fn kf = split_kernel(ns, ns == 8 ? 0 : split_variants());
+    const int v = ns == 8 ? 0 : split_variants();
+    lc_decode_try_note((v & gdn_split::V_STORE ? LC_TRY_GDN_STORE : 0) | (v & gdn_split::V_XCHG && T == 1 ? LC_TRY_GDN_XCHG : 0) |
+                       (q.l2_next.w ? LC_TRY_L2NEXT : 0));
+    const split_fn kf = split_kernel(ns, v);
     return cluster_launch(kf, (unsigned)ns, dim3(p->Hv * ns), dim3(gdn_split::THREADS), 0, st, q, proj, ldp, T, conv_state, state,
                           out, ctrl);
 }

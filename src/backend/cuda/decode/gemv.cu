@@ -146,20 +146,27 @@ extern "C" void lc_gemv_set_kernels(int k) {
  * rows, other widths, 8 bits: the tiny fixture; GPUs without 225 KB of
  * shared memory per block) the qdot kernels run: returns false and launches
  * nothing. */
+/* Whether pick_dense runs gemv_ring.cuh's kernel for matrix mat of W (without xn_out) */
+static bool ring_picked(const lc_qmat *W, int mat) {
+    if (lc_gemv_kernels() != LC_GEMV_AUTO || W->bits != 4 || (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15) ||
+        !((W->cols == 2048 && W->rows >= 8192 && W->rows < 100000) || (W->cols == 4096 && W->rows <= 4096)))
+        return false;
+    const lc_qmat M = gemv_stream::mat_view(*W, mat);
+    return W->cols == 2048 ? gemv_ring::fits<2048>(M) : gemv_ring::fits<4096>(M);
+}
+extern "C" int lc_gemv_rms_ring(const lc_qmat *W) { return ring_picked(W, 0); }
+
 static bool pick_dense(const lc_qmat *W, int mat, const float *x, const float *norm_w, float eps, float *xn_out, float *y,
                        const float *residual, const lc_ctrl *ctrl, cudaStream_t st, cudaError_t *err) {
     using namespace gemv_stream;
     const int kernels = lc_gemv_kernels();
     if (kernels == LC_GEMV_ENGINE || W->bits != 4 || (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15))
         return false;
-    if (kernels == LC_GEMV_AUTO && !xn_out &&
-        ((W->cols == 2048 && W->rows >= 8192 && W->rows < 100000) || (W->cols == 4096 && W->rows <= 4096))) {
+    if (!xn_out && ring_picked(W, mat)) {
         const lc_qmat M = mat_view(*W, mat);
-        if (W->cols == 2048 ? gemv_ring::fits<2048>(M) : gemv_ring::fits<4096>(M)) {
-            *err = W->cols == 2048 ? gemv_ring::launch<2048>(M, x, norm_w, eps, y, residual, ctrl, st)
-                                   : gemv_ring::launch<4096>(M, x, norm_w, eps, y, residual, ctrl, st);
-            return true;
-        }
+        *err = W->cols == 2048 ? gemv_ring::launch<2048>(M, x, norm_w, eps, y, residual, ctrl, st)
+                               : gemv_ring::launch<4096>(M, x, norm_w, eps, y, residual, ctrl, st);
+        return true;
     }
     if ((kernels == LC_GEMV_AUTO || kernels == LC_GEMV_TQ) && W->cols == 2048 && !xn_out && W->rows >= 8192) {
         const lc_qmat M = mat_view(*W, mat);

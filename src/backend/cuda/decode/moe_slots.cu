@@ -46,6 +46,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "backend/cuda/cluster.cuh"
 #include "backend/cuda/decode/gemv_ring.cuh"
 #include "backend/cuda/decode/moe_route.cuh"
@@ -79,8 +81,12 @@ constexpr size_t O_SEL = O_LG + (E + 4) * 4;               /* per warp: the top-
 constexpr size_t O_MB = (O_SEL + (size_t)WARPS * KR * 8 + 16 + 7) / 8 * 8; /* LC_TRY_XCHG: the two exchanges' mbarriers */
 constexpr size_t SMEM = O_MB + 2 * 8;
 
-/* The variants of LILAC_DECODE_TRY (cuda_ops.h) built into this kernel */
-constexpr int V_XSTAGE = 1, V_XCHG = 2;
+/* The variants of LILAC_DECODE_TRY (cuda_ops.h) built into this kernel;
+ * V_SUM (slotsum) writes h, which the others read through the read-only
+ * path (const __restrict__), as the measured form did */
+constexpr int V_XSTAGE = 1, V_XCHG = 2, V_SUM = 4;
+template <int V>
+using h_arg = std::conditional_t<(V & V_SUM) != 0, float *, const float *__restrict__>;
 
 /* LC_MOE_SLOTS_STAMPS (the workshop's build only): thread 0 of each block
  * records the global timer at eight points of the last launch */
@@ -102,7 +108,7 @@ __device__ unsigned long long slots_stamps[J * CS][12];
  * routing, cluster KR: the shared expert.  P[j][d] = w_j down_j . act_j
  * (sgate for the shared slot).  ids / w / sgate: the routing, for traces.
  * l2n: weights to prefetch into L2 once the wait is over (w NULL: none).
- * sum_done (LC_TRY_SLOTSUM; NULL: the combine kernel adds P to h): CS
+ * sum_done (V_SUM, slotsum; else the combine kernel adds P to h): CS
  * counters, zero between launches; the last of the J blocks of a rank to
  * store its rows of P adds the J shares of those rows to h, in slot order
  * (moe_slots_combine_kernel's sums).  h is read for x before: every block
@@ -112,11 +118,11 @@ __device__ unsigned long long slots_stamps[J * CS][12];
 template <int V>
 __global__ void __launch_bounds__(WARPS * 32, 2)
     moe_slots_kernel(lc_qmat R, lc_qmat gate, lc_qmat up, lc_qmat sg, lc_qmat su, lc_qmat down, lc_qmat sdown,
-                     float *h, const float *__restrict__ norm_w, float eps, float *__restrict__ P,
+                     h_arg<V> h, const float *__restrict__ norm_w, float eps, float *__restrict__ P,
                      int32_t *__restrict__ ids, float *__restrict__ w, float *__restrict__ sgate, lc_qmat l2n,
                      unsigned *sum_done, const lc_ctrl *ctrl) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr bool XSTAGE = (V & V_XSTAGE) != 0, XCHG = (V & V_XCHG) != 0;
+    constexpr bool XSTAGE = (V & V_XSTAGE) != 0, XCHG = (V & V_XCHG) != 0, SUM = (V & V_SUM) != 0;
     extern __shared__ __align__(16) unsigned char smem[];
     uint4 *bf = reinterpret_cast<uint4 *>(smem + O_BF);
     float4 *xs4 = reinterpret_cast<float4 *>(smem + O_XS4);
@@ -315,7 +321,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         float *p = P + (size_t)j * D + rank * DR + warp * 16;
         p[g] = wj * ya, p[g + 8] = wj * yb;
     }
-    if (sum_done != nullptr) {
+    if constexpr (SUM) {
         __shared__ int last;
         __threadfence(); /* release: the block's rows of P before its count */
         __syncthreads();
@@ -363,32 +369,63 @@ bool shape(const lc_qmat *m, int bits, int rows, int cols) {
     return m->bits == bits && m->rows == rows && m->cols == cols && aligned(m);
 }
 
-using slots_fn = void (*)(lc_qmat, lc_qmat, lc_qmat, lc_qmat, lc_qmat, lc_qmat, lc_qmat, float *, const float *, float, float *,
-                          int32_t *, float *, float *, lc_qmat, unsigned *, const lc_ctrl *);
-/* the kernel of the variants v (LC_TRY_XSTAGE | LC_TRY_XCHG bits) */
-slots_fn slots_kernel(int v) {
-    static const slots_fn k[4] = {moe_slots_kernel<0>, moe_slots_kernel<1>, moe_slots_kernel<2>, moe_slots_kernel<3>};
-    static_assert(LC_TRY_XSTAGE == V_XSTAGE && LC_TRY_XCHG == V_XCHG, "the variant bits are LILAC_DECODE_TRY's");
-    return k[v & 3];
-}
-
 /* A kernel's attributes (its shared memory, the non-portable cluster of
  * 16) and whether one cluster fits, once per device and variant. */
-bool slots_fit(int v) {
-    static signed char ok[64][4]; /* 0 unknown, 1 yes, -1 no */
+template <int V>
+bool fit_v() {
+    static signed char ok[64]; /* 0 unknown, 1 yes, -1 no */
     int dev = 0;
     if (cudaGetDevice(&dev)) return false;
-    signed char *o = &ok[dev & 63][v & 3];
+    signed char *o = &ok[dev & 63];
     if (*o == 0) {
-        const slots_fn kf = slots_kernel(v);
-        *o = cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) == cudaSuccess &&
-                     cudaFuncSetAttribute(kf, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
-                     cluster_count(kf, CS, J * CS, WARPS * 32, SMEM) >= 1
+        *o = cudaFuncSetAttribute(moe_slots_kernel<V>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) == cudaSuccess &&
+                     cudaFuncSetAttribute(moe_slots_kernel<V>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
+                     cluster_count(moe_slots_kernel<V>, CS, J * CS, WARPS * 32, SMEM) >= 1
                  ? 1
                  : -1;
         (void)cudaGetLastError(); /* a refused attribute leaves no error behind */
     }
     return *o > 0;
+}
+bool slots_fit(int v) {
+    switch (v & 7) {
+    case 0: return fit_v<0>();
+    case 1: return fit_v<1>();
+    case 2: return fit_v<2>();
+    case 3: return fit_v<3>();
+    case 4: return fit_v<4>();
+    case 5: return fit_v<5>();
+    case 6: return fit_v<6>();
+    default: return fit_v<7>();
+    }
+}
+
+struct slots_args {
+    lc_qmat R, gate, up, sg, su, down, sdown, l2n;
+    float *h, *P, *w, *sgate;
+    const float *norm_w;
+    float eps;
+    int32_t *ids;
+    unsigned *sum_done;
+    const lc_ctrl *ctrl;
+};
+template <int V>
+cudaError_t launch_v(const slots_args &a, cudaStream_t st) {
+    return cluster_launch(moe_slots_kernel<V>, CS, dim3(J * CS), dim3(WARPS * 32), SMEM, st, a.R, a.gate, a.up, a.sg, a.su, a.down,
+                          a.sdown, a.h, a.norm_w, a.eps, a.P, a.ids, a.w, a.sgate, a.l2n, a.sum_done, a.ctrl);
+}
+cudaError_t launch_slots(int v, const slots_args &a, cudaStream_t st) {
+    static_assert(LC_TRY_XSTAGE == V_XSTAGE && LC_TRY_XCHG == V_XCHG, "the variant bits are LILAC_DECODE_TRY's");
+    switch (v & 7) {
+    case 0: return launch_v<0>(a, st);
+    case 1: return launch_v<1>(a, st);
+    case 2: return launch_v<2>(a, st);
+    case 3: return launch_v<3>(a, st);
+    case 4: return launch_v<4>(a, st);
+    case 5: return launch_v<5>(a, st);
+    case 6: return launch_v<6>(a, st);
+    default: return launch_v<7>(a, st);
+    }
 }
 
 } // namespace
@@ -409,11 +446,12 @@ extern "C" cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const
                                     const float *norm_w, float eps, float *P, int32_t *ids, float *w, float *sgate,
                                     const lc_qmat *l2_next, unsigned *sum_done, const lc_ctrl *ctrl, cudaStream_t st) {
     if (!lc_moe_slots_ok(R, gate, up, sh_gate, sh_up, down, sh_down, KR)) return cudaErrorNotSupported;
-    const int v = lc_decode_try();
-    lc_qmat l2n = {};
-    if (l2_next && (v & LC_TRY_L2NEXT)) l2n = *l2_next;
-    return cluster_launch(slots_kernel(v), CS, dim3(J * CS), dim3(WARPS * 32), SMEM, st, *R, *gate, *up, *sh_gate, *sh_up, *down,
-                          *sh_down, h, norm_w, eps, P, ids, w, sgate, l2n, sum_done, ctrl);
+    const int t = lc_decode_try(), v = (t & (V_XSTAGE | V_XCHG)) | (sum_done ? V_SUM : 0);
+    if (!slots_fit(v)) return cudaErrorNotSupported;
+    slots_args a = {*R, *gate, *up, *sh_gate, *sh_up, *down, *sh_down, {}, h, P, w, sgate, norm_w, eps, ids, sum_done, ctrl};
+    if (l2_next && (t & LC_TRY_L2NEXT)) a.l2n = *l2_next;
+    lc_decode_try_note((t & (LC_TRY_XSTAGE | LC_TRY_XCHG)) | (a.l2n.w ? LC_TRY_L2NEXT : 0) | (sum_done ? LC_TRY_SLOTSUM : 0));
+    return launch_slots(v, a, st);
 }
 
 #ifdef LC_MOE_SLOTS_STAMPS
