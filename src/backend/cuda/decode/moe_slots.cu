@@ -438,7 +438,8 @@ extern "C" int lc_moe_slots_ok(const lc_qmat *R, const lc_qmat *gate, const lc_q
     return !(s && strcmp(s, "split") == 0) && lc_gemv_kernels() != LC_GEMV_ENGINE && lc_gemv_kernels() != LC_GEMV_STREAM && K == KR &&
            shape(R, 8, E + 1, D) && R->n_mat == 1 && shape(gate, 4, I, D) && shape(up, 4, I, D) && gate->n_mat == up->n_mat &&
            shape(sh_gate, 4, I, D) && shape(sh_up, 4, I, D) && shape(down, 4, D, I) && down->n_mat == gate->n_mat &&
-           shape(sh_down, 4, D, I) && slots_fit(lc_decode_try() & 3);
+           shape(sh_down, 4, D, I) && slots_fit(lc_decode_try() & 3) &&
+           (!(lc_decode_try() & LC_TRY_SLOTSUM) || slots_fit((lc_decode_try() & 3) | V_SUM)); /* the launch may add it */
 }
 
 extern "C" cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate,
