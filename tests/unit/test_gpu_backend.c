@@ -9,6 +9,8 @@
 
 #include "check.h"
 #include "lilac.h"
+#include "model/safetensors.h"
+#include "model/synth_write.h"
 
 /* the CUDA backend's record of the LILAC_DECODE_TRY variants launched
  * (cuda_ops.h); builds without CUDA run none */
@@ -21,8 +23,6 @@ static int try_used(int reset) {
     return 0;
 }
 #endif
-#include "model/safetensors.h"
-#include "model/synth_write.h"
 
 #define TINY "tests/fixtures/tiny"
 
