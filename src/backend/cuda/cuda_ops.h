@@ -94,7 +94,7 @@ int lc_gemv_rms_ring(const lc_qmat *W);
 enum {
     LC_TRY_XSTAGE = 1,     /* "xstage": lc_moe_slots reads h once and stages it in shared memory */
     LC_TRY_XCHG = 2,       /* "xchg": lc_moe_slots' two exchanges with st.async on mbarriers */
-    LC_TRY_L2NEXT = 4,     /* "l2next": the next GEMV's weights prefetched into L2 by the MoE and DeltaNet kernels */
+    LC_TRY_L2NEXT = 4,     /* "l2next": the next GEMV's weights prefetched into L2 by the MoE, DeltaNet and combine kernels */
     LC_TRY_COMBINE = 8,    /* "combine": the attention combine issues every load right after its wait */
     LC_TRY_GDN_STORE = 16, /* "gdnstore": the DeltaNet step's state stores during its exchange */
     LC_TRY_GDN_XCHG = 32,  /* "gdnxchg": the DeltaNet step's decode exchange with st.async */
@@ -252,11 +252,13 @@ cudaError_t lc_attn_prep(const lc_attn_params *p, const float *proj, int ldp, in
  * split into nsplit key ranges per (token, kv head); partials go to part
  * ([T, Hkv, nsplit, r, hd + 2]) and lc_attn_combine merges them, applies the
  * sigmoid gate from proj and writes out [T, H*hd].  chunk = 0 merges all
- * nsplit ranges; chunk > 0 (decode) only those lc_attn_decode filled. */
+ * nsplit ranges; chunk > 0 (decode) only those lc_attn_decode filled.
+ * l2_next (may be NULL): the o_proj, prefetched into L2 by the combine
+ * (latency-bound) under LILAC_DECODE_TRY=l2next. */
 cudaError_t lc_attn(const lc_attn_params *p, const float *qbuf, const uint16_t *kc, const uint16_t *vc, int T,
                     int nsplit, float *part, const lc_ctrl *ctrl, cudaStream_t st);
 cudaError_t lc_attn_combine(const lc_attn_params *p, const float *part, int T, int nsplit, int chunk, const float *proj,
-                            int ldp, float *out, const lc_ctrl *ctrl, cudaStream_t st);
+                            int ldp, float *out, const lc_qmat *l2_next, const lc_ctrl *ctrl, cudaStream_t st);
 /* Decode (T = 1) in one launch instead of prep + lc_attn: q/k norms, RoPE and
  * the KV append at ctrl->pos, then attention over the cache on tensor cores,
  * the n = pos + 1 keys split over at most nsplit ranges per kv head in whole

@@ -37,14 +37,15 @@ static lilac_status enqueue_mixer(lilac_backend *b, lilac_state *s, int l, cuda_
         if (lc_attn_decode_supported(&ap)) { /* fused prep, tensor cores, split by context length */
             LC_CHECK(lc_attn_decode(&ap, b->proj, s->kc[slot], s->vc[slot], b->attn_splits, b->part, ctrl, st));
             MARK(PROF_ATTN);
-            LC_CHECK(lc_attn_combine(&ap, b->part, 1, b->attn_splits, LC_ATTN_CHUNK, b->proj, b->ldp, b->mix, ctrl, st));
+            LC_CHECK(lc_attn_combine(&ap, b->part, 1, b->attn_splits, LC_ATTN_CHUNK, b->proj, b->ldp, b->mix, &cl->out_proj,
+                                     ctrl, st));
             MARK(PROF_ATTN);
         } else {
             LC_CHECK(lc_attn_prep(&ap, b->proj, b->ldp, 1, b->qbuf, s->kc[slot], s->vc[slot], ctrl, st));
             MARK(PROF_ATTN);
             LC_CHECK(lc_attn(&ap, b->qbuf, s->kc[slot], s->vc[slot], 1, LC_NSPLIT, b->part, ctrl, st));
             MARK(PROF_ATTN);
-            LC_CHECK(lc_attn_combine(&ap, b->part, 1, LC_NSPLIT, 0, b->proj, b->ldp, b->mix, ctrl, st));
+            LC_CHECK(lc_attn_combine(&ap, b->part, 1, LC_NSPLIT, 0, b->proj, b->ldp, b->mix, &cl->out_proj, ctrl, st));
             MARK(PROF_ATTN);
         }
         cuda_ctrace(b, "attn_out", l, b->mix, 1, H * hd, H * hd);
