@@ -225,6 +225,11 @@ static void test_gpu_snapshot(void) {
 
 /* The real width: 4 layers (3 DeltaNet + 1 attention), 256 experts, 248K
  * vocabulary, random weights; CPU and GPU score the same 256 positions. */
+/* Whether the default decode repeats its logits bit for bit across
+ * sessions (test_gpu_vs_cpu_real_width finds out; the candidates' bitwise
+ * checks rest on it) */
+static int g_default_repeats = 1;
+
 static void test_gpu_vs_cpu_real_width(void) {
     const char *dir = "/tmp/lilac-synth-4l";
     lilac_error e = {0};
@@ -270,11 +275,14 @@ static void test_gpu_vs_cpu_real_width(void) {
      * (LILAC_DECODE_TRY, cuda_ops.h) alone and all together, which must give
      * the default's logits bit for bit; both variables are read when a
      * session's step is enqueued */
-    static const char *const cands[] = {"xstage", "xchg", "l2next", "combine", "gdnstore", "gdnxchg", "gdnfuse", "slotsum",
+    /* "" first: the default once more, which must repeat itself bit for bit
+     * for the comparison to mean anything (else the variants are held to
+     * the tolerance only, and the test says so) */
+    static const char *const cands[] = {"", "xstage", "xchg", "l2next", "combine", "gdnstore", "gdnxchg", "gdnfuse", "slotsum",
                                         "all"};
     /* the launches each must show (cuda_ops.h's LC_TRY_* bits): all of them for "all" but the DeltaNet step's two, whose
      * kernel gdnfuse replaces in decode */
-    static const int expect[] = {1, 2, 4, 8, 16, 32, 64, 128, 255 & ~(16 | 32)};
+    static const int expect[] = {0, 1, 2, 4, 8, 16, 32, 64, 128, 255 & ~(16 | 32)};
     enum { NTRY = sizeof cands / sizeof cands[0] };
     float *rows0 = b ? malloc((size_t)16 * Vr * sizeof(float)) : NULL;
     for (int form = 0; rows0 && form < 2 + NTRY; form++) {
@@ -282,7 +290,7 @@ static void test_gpu_vs_cpu_real_width(void) {
         float *row = malloc((size_t)Vr * sizeof(float));
         const char *cand = form >= 2 ? cands[form - 2] : NULL;
         if (form == 1) setenv("LILAC_MOE", "split", 1);
-        if (cand) setenv("LILAC_DECODE_TRY", cand, 1);
+        if (cand && *cand) setenv("LILAC_DECODE_TRY", cand, 1);
         try_used(1);
         if (!lilac_session_new(gg, T + 8, &s, &e) && !lilac_session_feed(s, ids, T / 2, NULL, 0, &e)) {
             double worst = 0;
@@ -298,15 +306,21 @@ static void test_gpu_vs_cpu_real_width(void) {
             const int used = try_used(0);
             if (cand)
                 printf("    decode after prefill, LILAC_DECODE_TRY=%s (ran 0x%x): %d/%d rows of logits bit for bit the default's, "
-                       "max |dlogit| vs prefill %.3g\n", cand, used, same, n, worst);
+                       "max |dlogit| vs prefill %.3g\n",
+                       *cand ? cand : "(unset, again)", used, same, n, worst);
             else
                 printf("    decode after prefill vs prefill (MoE %s): max |dlogit| %.3g, top-1 %d/%d\n",
                        form ? "router + gate/up + down" : "one kernel", worst, top, n);
             CHECK(n == 16, "decode stopped after %d tokens: %s", n, e.msg);
             CHECK(worst < 5e-3, "decode after prefill differs by %g", worst);
             CHECK(top == n, "top-1 differs at %d of %d positions", n - top, n);
-            if (cand) {
-                CHECK(same == n, "LILAC_DECODE_TRY=%s changed %d of %d rows", cand, n - same, n);
+            if (cand && !*cand) {
+                g_default_repeats = same == n;
+                if (!g_default_repeats)
+                    printf("    NOTE: the default decode does not repeat itself bit for bit (%d/%d rows): the variants are "
+                           "held to the tolerance only\n", same, n);
+            } else if (cand) {
+                if (g_default_repeats) CHECK(same == n, "LILAC_DECODE_TRY=%s changed %d of %d rows", cand, n - same, n);
                 /* every candidate applies at these shapes on sm_90: a silent fallback would test nothing */
                 CHECK((used & expect[form - 2]) == expect[form - 2],
                       "LILAC_DECODE_TRY=%s: launched variants 0x%x, expected 0x%x", cand, used, expect[form - 2]);
@@ -440,7 +454,7 @@ static void test_gpu_long_context_decode(void) {
             CHECK(d < 1e-2, "long-context decode differs from prefill by %g", d);
             CHECK(argmax(row, Vr) == argmax(ref, Vr), "top-1 differs");
             if (k == 0) row0 = malloc((size_t)Vr * sizeof(float)), memcpy(row0, row, (size_t)Vr * sizeof(float));
-            if (k == 2 && row0)
+            if (k == 2 && row0 && g_default_repeats)
                 CHECK(memcmp(row0, row, (size_t)Vr * sizeof(float)) == 0, "LILAC_DECODE_TRY=all changed the logits");
         }
         unsetenv("LILAC_DECODE_TRY");
