@@ -305,8 +305,8 @@ static void test_gpu_vs_cpu_real_width(void) {
             }
             const int used = try_used(0);
             if (cand)
-                printf("    decode after prefill, LILAC_DECODE_TRY=%s (ran 0x%x): %d/%d rows of logits bit for bit the default's, "
-                       "max |dlogit| vs prefill %.3g\n",
+                printf("    decode after prefill, LILAC_DECODE_TRY=%s (ran 0x%x): %d/%d rows of logits bit for bit the "
+                       "default's, max |dlogit| vs prefill %.3g\n",
                        *cand ? cand : "(unset, again)", used, same, n, worst);
             else
                 printf("    decode after prefill vs prefill (MoE %s): max |dlogit| %.3g, top-1 %d/%d\n",
