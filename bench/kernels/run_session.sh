@@ -237,7 +237,7 @@ for l in a:
         for t in $B/tests/test_gpu_*; do
             n=$(basename "$t")
             timeout 300 "$t" > /tmp/$n.log 2>&1; echo "$n rc=$?: $(tail -1 /tmp/$n.log)"
-            grep -E "top-1|bit for bit|FAIL" /tmp/$n.log | head -16
+            grep -E "top-1|bit for bit|NOTE|FAIL" /tmp/$n.log | head -24
             cat /tmp/$n.log >> "$OUT/gputests.log"
         done ;;
     dec) timeout 120 $B/lilac bench --synthetic --decode 4K -n 256 --repeats 1 2>&1 | tee "$OUT/bench_4k.txt" ;;
