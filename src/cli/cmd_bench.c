@@ -55,6 +55,16 @@ static json_t *classes_json(const lilac_profile *p) {
     return o;
 }
 
+/* The LILAC_* variables of this run (the kernel knobs: LILAC_DECODE_TRY,
+ * LILAC_MOE, LILAC_GEMV, ...), so that a report says which kernels it timed. */
+extern char **environ;
+static json_t *knobs_json(void) {
+    json_t *a = json_array();
+    for (char **v = environ; a && *v; v++)
+        if (strncmp(*v, "LILAC_", 6) == 0) json_array_append_new(a, json_string(*v));
+    return a;
+}
+
 static void print_clock(int mhz) {
     if (mhz >= 0) printf("%d MHz", mhz);
     else printf("unknown");
@@ -203,7 +213,12 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
     printf("- runs: %d per measurement (median, min, max)", repeats);
     if (nd) printf("; decode: %d tokens timed after %d warm-up, context %s", n, warmup, real_context ? "prefilled" : "filled with random state");
     if (np) printf("; prefill: chunks of %d, random ids", info.chunk);
-    printf("\n");
+    printf("\n- knobs:");
+    json_t *knobs = knobs_json();
+    for (size_t i = 0; knobs && i < json_array_size(knobs); i++)
+        printf("%s %s", i ? "," : "", json_string_value(json_array_get(knobs, i)));
+    printf("%s\n", knobs && json_array_size(knobs) ? "" : " none (the default kernels)");
+    json_decref(knobs);
     if (np) {
         const int mem = pre[0].dev_used_bytes > 0;
         printf("\n## Prefill\n\n| prompt tokens | tokens/s | min | max | TTFT s | min | max |%s\n"
@@ -281,6 +296,7 @@ int cmd_bench(int argc, char **argv, const cli_globals *g) {
                             json_pack("{s:s, s:b, s:i, s:f, s:f}", "dir", synthetic ? config : model, "synthetic", synthetic,
                                       "layers", info.n_layers, "weight_bytes", (double)info.weight_bytes, "load_s", t_load));
         json_object_set_new(root, "repeats", json_integer(repeats));
+        json_object_set_new(root, "knobs", knobs_json());
         json_t *pa = json_array();
         for (int i = 0; i < np; i++) {
             json_t *x = json_pack("{s:i, s:o, s:o, s:o, s:o}", "tokens", pre[i].tokens, "tokens_per_s", stat_json(pre[i].tps),
