@@ -132,6 +132,14 @@ for l in a:
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_step_test --quick > /tmp/san.log 2>&1
             echo "$tool gdn_step --quick rc=$?"; grep -E "SUMMARY|all ok|FAIL" /tmp/san.log | head -3; cat /tmp/san.log >> "$OUT/gdn_step_san.log"
         done ;;
+    gdnfused) # the fused DeltaNet layer (gdnfuse) against ring_gemv + the split step: bit for bit over 8 steps, µs a layer
+        # with the out_proj after it, then the sanitizers on --quick
+        [ -x build/kernels/gdn_fused_test ] || sh bench/kernels/build_gdn_fused.sh > "$OUT/build_gdn_fused.log" 2>&1
+        timeout 150 build/kernels/gdn_fused_test 2>&1 | tee -a "$OUT/gdn_fused.log"
+        for tool in memcheck racecheck synccheck; do
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_fused_test --quick > /tmp/san.log 2>&1
+            echo "$tool gdn_fused --quick rc=$?"; grep -E "SUMMARY|all ok|FAIL" /tmp/san.log | head -3; cat /tmp/san.log >> "$OUT/gdn_fused.log"
+        done ;;
     moecl) # the MoE cluster workshop (gate/up and down of a slot joined in a cluster) against tq_gate_up + tq_down, the engine's
         # one-kernel MoE (lc_moe_slots) against its three kernels with its phase stamps, out_proj + MoE with the
         # routing beside out_proj (early) against the engine's, then the sanitizers
