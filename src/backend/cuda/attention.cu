@@ -179,6 +179,23 @@ __global__ void __launch_bounds__(R * 32) attn_kernel(lc_attn_params p, const fl
  * sums a share of the splits' partial outputs (independent loads, many in
  * flight) and the groups' sums are added. */
 constexpr int CG = 4, DS_MAX = 64;
+
+/* The block's maximum of the threads' M (the ranges' maxima), for every
+ * thread: scratch [32] and red [1] in shared memory; two barriers. */
+__device__ __forceinline__ float splits_max(float M, float *scratch, float *red) {
+    const int tid = threadIdx.x;
+    M = warp_max(M);
+    if ((tid & 31) == 0) scratch[tid >> 5] = M;
+    __syncthreads();
+    if (tid == 0) {
+        float m = -INFINITY;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, scratch[w]);
+        red[0] = m;
+    }
+    __syncthreads();
+    return red[0];
+}
+
 __global__ void combine_kernel(lc_attn_params p, const float *__restrict__ part, int nsplit, int chunk,
                                const float *__restrict__ proj, int ldp, float *__restrict__ out, lc_qmat l2n,
                                const lc_ctrl *ctrl) {
@@ -199,16 +216,7 @@ __global__ void combine_kernel(lc_attn_params p, const float *__restrict__ part,
     float *f = sm, *acc = sm + nsplit;
     float M = -INFINITY;
     for (int s = tid; s < used; s += blockDim.x) M = fmaxf(M, base[s * stride + hd]);
-    M = warp_max(M);
-    if ((tid & 31) == 0) scratch[tid >> 5] = M;
-    __syncthreads();
-    if (tid == 0) {
-        float m = -INFINITY;
-        for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, scratch[w]);
-        red[0] = m;
-    }
-    __syncthreads();
-    M = red[0];
+    M = splits_max(M, scratch, red);
     float den = 0.0f;
     for (int s = tid; s < used; s += blockDim.x) {
         const float ms = base[s * stride + hd];
@@ -265,16 +273,7 @@ __global__ void combine_early_kernel(lc_attn_params p, const float *__restrict__
         v[q] = s < used ? base[s * stride + d] : 0.0f;
     }
     if (l2n.w != nullptr) l2_prefetch_qmat(l2n, blockIdx.y * gridDim.z + blockIdx.z, gridDim.y * gridDim.z); /* after the loads */
-    float M = warp_max(ms);
-    if ((tid & 31) == 0) scratch[tid >> 5] = M;
-    __syncthreads();
-    if (tid == 0) {
-        float m = -INFINITY;
-        for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, scratch[w]);
-        red[0] = m;
-    }
-    __syncthreads();
-    M = red[0];
+    const float M = splits_max(ms, scratch, red);
     float den = 0.0f;
     if (tid < used) {
         const float fs = ms == -INFINITY ? 0.0f : expf(ms - M); /* an empty key range weighs nothing */

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "backend/cuda/cluster.cuh"
+#include "backend/cuda/decode/gdn_token.cuh"
 #include "backend/cuda/decode/gemv_ring.cuh"
 
 namespace {
@@ -204,54 +205,18 @@ __global__ void __launch_bounds__(THREADS, 2)
     cluster_arrive(); /* release: the q|k rows and the b|a sums before any block reads them */
     cluster_wait();
 
-    /* ---- the step: gdn_split_kernel's arithmetic for T = 1 ---- */
+    /* ---- the step: gdn_split_kernel's token (gdn_token.cuh) ---- */
     float bsum = bap[vh], asum = bap[2 + vh];
 #pragma unroll
     for (int kk = 1; kk < KS; kk++) bsum += bap[kk * 4 + vh], asum += bap[kk * 4 + 2 + vh];
     const float xqk = qk_in[tid], xv = vz[cc], z = vz[NC + cc];
     const float b = __fadd_rn(0.0f, __fmul_rn(bsum, rr)), a = __fadd_rn(0.0f, __fmul_rn(asum, rr)) + dtb;
-    float aq = w_qk[KC - 1] * xqk, av = w_v[KC - 1] * xv;
-#pragma unroll
-    for (int j = 0; j < KC - 1; j++) aq = fmaf(w_qk[j], win_qk[j], aq), av = fmaf(w_v[j], win_v[j], av);
-#pragma unroll
-    for (int j = 0; j + 1 < KC - 1; j++) win_qk[j] = win_qk[j + 1], win_v[j] = win_v[j + 1];
-    win_qk[KC - 2] = xqk, win_v[KC - 2] = xv;
-    const float yqk = silu_f(aq), yv = silu_f(av);
-    qk[tid] = yqk;
-    const float sw = warp_sum(yqk * yqk);
-    if (lane == 0) sq_w[warp] = sw;
-    const float beta = sigmoid_f(b);
-    const float sp = a > 20.0f ? a : log1pf(expf(a)); /* torch softplus, threshold 20 */
-    const float decay = expf(-eA * sp);
-    __syncthreads();
-    float kv = 0.0f;
-#pragma unroll
-    for (int i = 0; i < R; i++) kv = fmaf(s[i], qk[D + part_ + P * i], kv);
-#pragma unroll
-    for (int o = 1; o < P; o <<= 1) kv += __shfl_xor_sync(0xffffffffu, kv, o);
-    const float4 q4 = *reinterpret_cast<const float4 *>(sq_w), k4 = *reinterpret_cast<const float4 *>(sq_w + 4);
-    const float rq = rsqrtf((q4.x + q4.y) + (q4.z + q4.w) + 1e-6f) * qscale;
-    const float rk = rsqrtf((k4.x + k4.y) + (k4.z + k4.w) + 1e-6f);
-    const float delta = (yv - kv * decay * rk) * beta, dk = delta * rk;
-    float o = 0.0f;
-#pragma unroll
-    for (int i = 0; i < R; i++) s[i] = fmaf(qk[D + part_ + P * i], dk, s[i] * decay), o = fmaf(s[i], qk[part_ + P * i], o);
-#pragma unroll
-    for (int xx = 1; xx < P; xx <<= 1) o += __shfl_xor_sync(0xffffffffu, o, xx);
-    o *= rq;
-    float o2 = o * o;
-#pragma unroll
-    for (int xx = P; xx < 32; xx <<= 1) o2 += __shfl_xor_sync(0xffffffffu, o2, xx);
+    float o2;
+    const float o = gdn_token::token<KC, D, P, R>(xqk, xv, b, a, w_qk, w_v, win_qk, win_v, s, qk, sq_w, eA, qscale, part_, &o2);
     if (lane < NS) st_cluster(oo + sub * NW + warp, (uint32_t)(vh * NS + lane), o2);
     cluster_arrive(); /* release: the value head's o^2 sums before its blocks read them */
     cluster_wait();
-    float ssum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < NS * NW; i += 4) {
-        const float4 f = *reinterpret_cast<const float4 *>(oo + i);
-        ssum += (f.x + f.y) + (f.z + f.w);
-    }
-    if (wv) out[(size_t)h * D + v] = o * rsqrtf(ssum / (float)D + p.eps) * nw * silu_f(z);
+    if (wv) out[(size_t)h * D + v] = gdn_token::head_out<NS * NW, D>(oo, o, p.eps, nw, z);
     if (wqk)
 #pragma unroll
         for (int j = 0; j < KC - 1; j++) wr[(size_t)j * C + chqk] = win_qk[j];
@@ -286,10 +251,9 @@ bool fused_fit() {
 
 extern "C" int lc_gdn_fused_ok(const lc_qmat *W, const lc_gdn_params *p) {
     using namespace gdn_fused;
-    const bool aligned = (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15) == 0;
-    /* the unfused pair must be ring_gemv and the split step of 4, whose sums this kernel repeats */
-    return lc_gemv_rms_ring(W) && lc_gdn_step_form(p, 1) == NS && p->K == KC && p->dk == D && p->dv == D && p->Hk >= 1 && p->Hv == 2 * p->Hk &&
-           W->bits == 4 && W->cols == KIN && W->n_mat == 1 && W->rows == 2 * p->Hk * D + 2 * p->Hv * D + 2 * p->Hv && aligned &&
+    /* the unfused pair must be ring_gemv (4 bits, aligned: it checks) and the split step of 4, whose sums this kernel repeats */
+    return lc_gemv_rms_ring(W) && lc_gdn_step_form(p, 1) == NS && p->K == KC && p->dk == D && p->dv == D && p->Hk >= 1 &&
+           p->Hv == 2 * p->Hk && W->cols == KIN && W->n_mat == 1 && W->rows == 2 * p->Hk * D + 2 * p->Hv * D + 2 * p->Hv &&
            fused_fit();
 }
 

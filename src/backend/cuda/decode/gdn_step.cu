@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cluster.cuh"
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/decode/gdn_token.cuh"
 
 namespace {
 
@@ -208,42 +209,9 @@ __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, con
         const float *row = proj + (size_t)t * ldp;
         const float xqk = row[chqk], xv = row[chv], z = row[C + h * D + v];
         const float b = row[C + Vd + h], a = row[C + Vd + p.Hv + h] + dtb;
-        float aq = w_qk[KC - 1] * xqk, av = w_v[KC - 1] * xv;
-#pragma unroll
-        for (int j = 0; j < KC - 1; j++) aq = fmaf(w_qk[j], win_qk[j], aq), av = fmaf(w_v[j], win_v[j], av);
-#pragma unroll
-        for (int j = 0; j + 1 < KC - 1; j++) win_qk[j] = win_qk[j + 1], win_v[j] = win_v[j + 1];
-        win_qk[KC - 2] = xqk, win_v[KC - 2] = xv;
-        const float yqk = silu_f(aq), yv = silu_f(av);
-        qk[tid] = yqk;
-        const float sw = warp_sum(yqk * yqk);
-        if (lane == 0) sq_w[warp] = sw;
-        /* the gates, on every thread while the sums travel (no broadcast needed) */
-        const float beta = sigmoid_f(b);
-        const float sp = a > 20.0f ? a : log1pf(expf(a)); /* torch softplus, threshold 20 */
-        const float decay = expf(-eA * sp);
-        __syncthreads();
-        /* kv = (decay S)^T k with k = rk * y_k: the dot on the raw state and raw k, scaled after */
-        float kv = 0.0f;
-#pragma unroll
-        for (int i = 0; i < R; i++) kv = fmaf(s[i], qk[D + part + P * i], kv);
-#pragma unroll
-        for (int o = 1; o < P; o <<= 1) kv += __shfl_xor_sync(0xffffffffu, kv, o);
-        const float4 q4 = *reinterpret_cast<const float4 *>(sq_w), k4 = *reinterpret_cast<const float4 *>(sq_w + 4);
-        const float rq = rsqrtf((q4.x + q4.y) + (q4.z + q4.w) + 1e-6f) * qscale;
-        const float rk = rsqrtf((k4.x + k4.y) + (k4.z + k4.w) + 1e-6f);
-        const float delta = (yv - kv * decay * rk) * beta, dk = delta * rk;
-        float o = 0.0f;
-#pragma unroll
-        for (int i = 0; i < R; i++)
-            s[i] = fmaf(qk[D + part + P * i], dk, s[i] * decay), o = fmaf(s[i], qk[part + P * i], o);
-#pragma unroll
-        for (int x = 1; x < P; x <<= 1) o += __shfl_xor_sync(0xffffffffu, o, x);
-        o *= rq;
-        /* o^2 over this warp's columns (each column's P lanes hold the same o) */
-        float o2 = o * o;
-#pragma unroll
-        for (int x = P; x < 32; x <<= 1) o2 += __shfl_xor_sync(0xffffffffu, o2, x);
+        float o2;
+        const float o =
+            gdn_token::token<KC, D, P, R>(xqk, xv, b, a, w_qk, w_v, win_qk, win_v, s, qk, sq_w, eA, qscale, part, &o2);
         if (t == 0) cluster_wait(); /* the start barrier */
         float *slot = oo[t & 1];
         if (xchg) { /* the only token: no rewrite of qk and sq_w to guard */
@@ -262,13 +230,7 @@ __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, con
             if (STORE && t == T - 1) store_tail();
             cluster_wait();
         }
-        float ss = 0.0f;
-#pragma unroll
-        for (int i = 0; i < NS * NW; i += 4) {
-            const float4 f = *reinterpret_cast<const float4 *>(slot + i);
-            ss += (f.x + f.y) + (f.z + f.w);
-        }
-        if (wv) out[(size_t)t * Vd + h * D + v] = o * rsqrtf(ss / (float)D + p.eps) * nw * silu_f(z);
+        if (wv) out[(size_t)t * Vd + h * D + v] = gdn_token::head_out<NS * NW, D>(slot, o, p.eps, nw, z);
     }
     if (T == 0) cluster_wait(); /* pair the start arrive */
     if (!STORE || T == 0) store_tail();
