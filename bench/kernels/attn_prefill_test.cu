@@ -467,7 +467,7 @@ int main(int argc, char **argv) {
             CK(cudaMemcpyAsync(vcr, vc0, cbytes, cudaMemcpyDeviceToDevice));
             CK(lc_attn_prep(&p, proj, LDP, T, qbuf, kcr, vcr, d_ctrl, 0));
             CK(lc_attn(&p, qbuf, kcr, vcr, T, 1, part, d_ctrl, 0));
-            CK(lc_attn_combine(&p, part, T, 1, 0, proj, LDP, outr, nullptr, d_ctrl, 0));
+            CK(lc_attn_combine(&p, part, T, 1, 0, proj, LDP, outr, d_ctrl, 0));
         };
         if (small) ref(); /* warm-up (module load) where it is cheap */
         const float ref_ms = median_ms(ref, 1);

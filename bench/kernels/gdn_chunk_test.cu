@@ -362,7 +362,7 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(d_A_log, hp.A_log.data(), HV * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_dt, hp.dt_bias.data(), HV * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_nw, hp.norm_w.data(), D * 4, cudaMemcpyHostToDevice));
-    lc_gdn_params p = {HK, HV, D, D, KC, 1e-6f, d_conv_w, d_A_log, d_dt, d_nw, {}};
+    lc_gdn_params p = {HK, HV, D, D, KC, 1e-6f, d_conv_w, d_A_log, d_dt, d_nw};
 
     /* initial state ~0.1 N(0,1), conv windows ~N(0,1) (both buffers) */
     std::vector<float> st0((size_t)HV * D * D), conv0((size_t)2 * (KC - 1) * C);

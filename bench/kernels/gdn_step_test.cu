@@ -243,7 +243,7 @@ int main(int argc, char **argv) {
     }
     for (auto &v : hp.norm_w) v = (float)(1.0 + 0.1 * nrand());
     float *d_conv_w = up_f32(hp.conv_w), *d_A_log = up_f32(hp.A_log), *d_dt = up_f32(hp.dt_bias), *d_nw = up_f32(hp.norm_w);
-    const lc_gdn_params p = {HK, HV, D, D, KC, hp.eps, d_conv_w, d_A_log, d_dt, d_nw, {}};
+    const lc_gdn_params p = {HK, HV, D, D, KC, hp.eps, d_conv_w, d_A_log, d_dt, d_nw};
 
     /* proj rows ~N(0,1) in every used column (a few gate inputs past softplus's threshold);
      * the row padding is NaN, so a read past a row's width poisons the output */

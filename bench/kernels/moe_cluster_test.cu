@@ -511,7 +511,7 @@ static void rep_fn(int rep, cudaStream_t st, void *p) {
         if (m->var == 5) {
             CK(lc_gemv(&m->wo[c], 0, m->mix, m->h, m->h, nullptr, st));
             CK(lc_moe_slots(&m->R, &m->gate, &m->up, &sg, &su, &m->down, &sd, m->h, m->nw, 1e-6f, m->P, m->rids, m->rw, m->rsg,
-                            nullptr, nullptr, nullptr, st));
+                            nullptr, st));
             CK(lc_moe_slots_combine(m->P, m->h, 1, nullptr, st));
             return;
         }
@@ -526,7 +526,7 @@ static void rep_fn(int rep, cudaStream_t st, void *p) {
     }
     if (m->var == 4) {
         CK(lc_moe_slots(&m->R, &m->gate, &m->up, &sg, &su, &m->down, &sd, m->h, m->nw, 1e-6f, m->P, m->rids, m->rw, m->rsg,
-                        nullptr, nullptr, nullptr, st));
+                        nullptr, st));
         CK(lc_moe_slots_combine(m->P, m->h, 0, nullptr, st));
         return;
     }

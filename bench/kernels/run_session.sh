@@ -123,28 +123,16 @@ for l in a:
         echo "memcheck gemv_mma rc=$?"; grep SUMMARY "$OUT/memcheck_gemv_mma.log" ;;
     gdnstep) # the decode DeltaNet step workshop (block form vs split forms): correctness and timing, then the sanitizers on --quick
         [ -x build/kernels/gdn_step_test ] || sh bench/kernels/build_gdn_step.sh > "$OUT/build_gdn_step.log" 2>&1
-        for v in - gdnstore gdnxchg gdnstore,gdnxchg; do # LILAC_DECODE_TRY's variants of the split form (read per launch)
-            t=$v; [ "$v" = - ] && t=
-            echo "--- LILAC_DECODE_TRY=${t:-(unset)}"
-            LILAC_DECODE_TRY=$t timeout 150 build/kernels/gdn_step_test 2>&1 | tee -a "$OUT/gdn_step.log" | tail -30
-        done
+        timeout 150 build/kernels/gdn_step_test 2>&1 | tee -a "$OUT/gdn_step.log" | tail -30
         for tool in memcheck racecheck synccheck; do
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_step_test --quick > /tmp/san.log 2>&1
             echo "$tool gdn_step --quick rc=$?"; grep -E "SUMMARY|all ok|FAIL" /tmp/san.log | head -3; cat /tmp/san.log >> "$OUT/gdn_step_san.log"
-        done ;;
-    gdnfused) # the fused DeltaNet layer (gdnfuse) against ring_gemv + the split step: bit for bit over 8 steps, µs a layer
-        # with the out_proj after it, then the sanitizers on --quick
-        [ -x build/kernels/gdn_fused_test ] || sh bench/kernels/build_gdn_fused.sh > "$OUT/build_gdn_fused.log" 2>&1
-        timeout 150 build/kernels/gdn_fused_test 2>&1 | tee -a "$OUT/gdn_fused.log"
-        for tool in memcheck racecheck synccheck; do
-            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_fused_test --quick > /tmp/san.log 2>&1
-            echo "$tool gdn_fused --quick rc=$?"; grep -E "SUMMARY|all ok|FAIL" /tmp/san.log | head -3; cat /tmp/san.log >> "$OUT/gdn_fused.log"
         done ;;
     moecl) # the MoE cluster workshop (gate/up and down of a slot joined in a cluster) against tq_gate_up + tq_down, the engine's
         # one-kernel MoE (lc_moe_slots) against its three kernels with its phase stamps, out_proj + MoE with the
         # routing beside out_proj (early) against the engine's, then the sanitizers
         [ -x build/kernels/moe_cluster_test ] || sh bench/kernels/build_moe_cluster.sh > "$OUT/build_moe_cluster.log" 2>&1
-        for v in - xstage xchg xstage,xchg; do # LILAC_DECODE_TRY's variants of the one kernel (read per launch)
+        for v in - xchg; do # LILAC_DECODE_TRY's variants of the one kernel (read per launch)
             t=$v; [ "$v" = - ] && t=
             echo "--- LILAC_DECODE_TRY=${t:-(unset)}"
             LILAC_DECODE_TRY=$t timeout 120 build/kernels/moe_cluster_test 2>&1 | tee -a "$OUT/moe_cluster.log"
@@ -209,7 +197,7 @@ for l in a:
     trysmoke) # each LILAC_DECODE_TRY variant once, briefly, before anything long runs it (a hang or a fault costs 60 s,
         # not a call): the list that ran goes to /tmp/try_ok for tryab
         ok=""
-        for v in xstage xchg l2next combine gdnstore gdnxchg gdnfuse slotsum; do
+        for v in ${TRY_NAMES:-xchg}; do
             if LILAC_DECODE_TRY=$v timeout 60 $B/lilac bench --synthetic --decode 4096 -n 32 --repeats 1 --no-profile >> "$OUT/trysmoke.log" 2>&1; then
                 ok="$ok $v"
             else
@@ -219,7 +207,7 @@ for l in a:
         echo "trysmoke: ran:$ok"; echo "$ok" > /tmp/try_ok ;;
     tryab) # decode at 4K, 32K and 128K: the default against each LILAC_DECODE_TRY variant alone and all of them together,
         # same binary, two rounds in alternating order; the variants trysmoke ran (TRY_LIST overrides; "-" = the default)
-        ok=$(cat /tmp/try_ok 2>/dev/null || echo xstage xchg l2next combine gdnstore gdnxchg gdnfuse slotsum)
+        ok=$(cat /tmp/try_ok 2>/dev/null || echo ${TRY_NAMES:-xchg})
         for r in 1 2; do
             list="- ${TRY_LIST:-$ok $(echo $ok | tr ' ' ',')}"
             [ $r = 2 ] && list=$(echo $list | tr ' ' '\n' | tac | tr '\n' ' ')
@@ -240,6 +228,20 @@ for l in a:
             echo "$tool moe_cluster (all variants) rc=$?"; grep -E "SUMMARY" /tmp/san.log; cat /tmp/san.log >> "$OUT/trysan.log"
             LILAC_DECODE_TRY=all timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/gdn_step_test --quick > /tmp/san.log 2>&1
             echo "$tool gdn_step (all variants) rc=$?"; grep -E "SUMMARY" /tmp/san.log; cat /tmp/san.log >> "$OUT/trysan.log"
+        done ;;
+    stasync) # the st.async exchange alone (st_async_test) per cluster size, plain and under synccheck: whether the size decides
+        # lc_moe_slots' xchg fault (clusters of 16; the DeltaNet step's clusters of 4 pass)
+        [ -x build/kernels/st_async_test ] || sh bench/kernels/build_st_async.sh > "$OUT/build_st_async.log" 2>&1
+        for cfg in "4 0" "4 1" "8 0" "8 1" "16 0" "16 1" "16 1 1" "8 1 1"; do
+            timeout 30 build/kernels/st_async_test $cfg
+            timeout 120 compute-sanitizer --tool synccheck --error-exitcode 9 build/kernels/st_async_test $cfg > /tmp/san.log 2>&1
+            echo "synccheck st_async_test $cfg rc=$?: $(grep -E 'SUMMARY|error' /tmp/san.log | head -2 | tr '\n' ' ')"
+            cat /tmp/san.log >> "$OUT/stasync.log"
+        done ;;
+    defsan) # the default decode graph under the sanitizers (4 steps at 4K, synthetic weights)
+        for tool in memcheck racecheck synccheck; do
+            timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 $B/lilac bench --synthetic --decode 4096 -n 4 --repeats 1 --no-profile > /tmp/san.log 2>&1
+            echo "$tool decode graph (default) rc=$?"; grep -E "SUMMARY" /tmp/san.log; cat /tmp/san.log >> "$OUT/defsan.log"
         done ;;
     gputests) # every GPU test binary of the bundle, into one log; the summary lines here
         for t in $B/tests/test_gpu_*; do

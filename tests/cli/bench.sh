@@ -36,19 +36,19 @@ status "unwritable --json" 1 "cannot write the JSON" $CPU --model $TINY --prefil
 
 # a small sweep on the CPU: every length in the tables and in the JSON (a
 # kernel knob set, which the report names)
-LILAC_DECODE_TRY=xstage $CPU --model $TINY --prefill 16,32 --decode 8,24 --real-context -n 3 --warmup 1 --repeats 3 \
+LILAC_DECODE_TRY=xchg $CPU --model $TINY --prefill 16,32 --decode 8,24 --real-context -n 3 --warmup 1 --repeats 3 \
     --json "$TMP/b.json" >"$TMP/out" 2>"$TMP/err"
 rc=$?
 [ $rc = 0 ] && ok "explicit sweep on the CPU runs" || bad "explicit sweep: exit $rc: $(cat "$TMP/err")"
 grep -q '^| 16 | ' "$TMP/out" && grep -q '^| 32 | ' "$TMP/out" && ok "prefill table rows" || bad "prefill table: $(cat "$TMP/out")"
 grep -q '^| 8 | ' "$TMP/out" && grep -q '^| 24 | ' "$TMP/out" && ok "decode table rows" || bad "decode table: $(cat "$TMP/out")"
 grep -q '^- lilac: .*commit [0-9a-z]' "$TMP/out" && ok "the report names the commit" || bad "no commit line"
-grep -q '^- knobs: .*LILAC_DECODE_TRY=xstage' "$TMP/out" && ok "the report names the knobs set" || bad "knobs: $(grep knobs "$TMP/out")"
+grep -q '^- knobs: .*LILAC_DECODE_TRY=xchg' "$TMP/out" && ok "the report names the knobs set" || bad "knobs: $(grep knobs "$TMP/out")"
 python3 - "$TMP/b.json" <<'PY' && ok "JSON: lengths, runs, median within min..max" || bad "JSON check"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["repeats"] == 3 and d["lilac"]["commit"], d["lilac"]
-assert "LILAC_DECODE_TRY=xstage" in d["knobs"], d["knobs"]
+assert "LILAC_DECODE_TRY=xchg" in d["knobs"], d["knobs"]
 assert [r["tokens"] for r in d["prefill"]["results"]] == [16, 32]
 assert [r["context"] for r in d["decode"]["results"]] == [8, 24]
 assert d["decode"]["real_context"] is True and d["decode"]["tokens"] == 3

@@ -197,15 +197,10 @@ __device__ __forceinline__ float splits_max(float M, float *scratch, float *red)
 }
 
 __global__ void combine_kernel(lc_attn_params p, const float *__restrict__ part, int nsplit, int chunk,
-                               const float *__restrict__ proj, int ldp, float *__restrict__ out, lc_qmat l2n,
-                               const lc_ctrl *ctrl) {
+                               const float *__restrict__ proj, int ldp, float *__restrict__ out, const lc_ctrl *ctrl) {
     const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
     if (stopped) return;
-    if (l2n.w != nullptr) { /* LC_TRY_L2NEXT: the o_proj, this block's share */
-        const int nb = gridDim.x * gridDim.y * gridDim.z;
-        l2_prefetch_qmat(l2n, (blockIdx.y * gridDim.z + blockIdx.z) * gridDim.x + blockIdx.x, nb);
-    }
     /* ranges holding keys: lc_attn_decode's split of the pos + 1 keys */
     const int used = chunk > 0 ? lc_kv_split_of(ctrl->pos + 1, chunk, nsplit).used : nsplit;
     extern __shared__ float sm[]; /* f[nsplit], then partial sums [CG][DS] */
@@ -239,20 +234,21 @@ __global__ void combine_kernel(lc_attn_params p, const float *__restrict__ part,
     }
 }
 
-/* LC_TRY_COMBINE: the decode combine (T = 1, the ranges lc_attn_decode
- * filled) with its loads in one trip.  combine_kernel goes through L2 about
- * seven times in a row (ctrl->pos, the maxima, the maxima and sums again,
+/* The decode combine (T = 1, the ranges lc_attn_decode filled) with its
+ * loads in one trip.  combine_kernel goes through L2 about seven times in a
+ * row (ctrl->pos, the maxima, the maxima and sums again,
  * the partials in three batches, the gate after the last barrier); here the
  * key count (ctrl->pos, written by the token choice before the step: the
  * stop flag's rule, common.cuh) and the gate (written by the in_proj, two
  * kernels back) are read before the wait, and after it every load of a
  * thread is issued before the first reduction: range tid's maximum and sum,
  * and the partials of the group's ranges (at most MAXS / CG a thread).  The
- * same sums in the same order as combine_kernel. */
+ * same sums in the same order as combine_kernel.  (H100, 2026-12-05:
+ * decode 4K 698.1 against 661.2 tokens/s with xstage, gdnstore and this
+ * together against none of them; docs/PERFORMANCE.md.) */
 constexpr int MAXS = 128; /* key ranges the early form holds (the launcher checks nsplit) */
 __global__ void combine_early_kernel(lc_attn_params p, const float *__restrict__ part, int nsplit, int chunk,
-                                     const float *__restrict__ proj, int ldp, float *__restrict__ out, lc_qmat l2n,
-                                     const lc_ctrl *ctrl) {
+                                     const float *__restrict__ proj, int ldp, float *__restrict__ out, const lc_ctrl *ctrl) {
     const int h = blockIdx.y, hd = p.hd, g = h / R, i = h % R, tid = threadIdx.x;
     const int DS = hd < DS_MAX ? hd : DS_MAX, grp = tid / DS, dl = tid % DS, d = blockIdx.z * DS + dl;
     const int used = lc_kv_split_of(__ldcg(&ctrl->pos) + 1, chunk, nsplit).used;
@@ -272,7 +268,6 @@ __global__ void combine_early_kernel(lc_attn_params p, const float *__restrict__
         const int s = grp + CG * q;
         v[q] = s < used ? base[s * stride + d] : 0.0f;
     }
-    if (l2n.w != nullptr) l2_prefetch_qmat(l2n, blockIdx.y * gridDim.z + blockIdx.z, gridDim.y * gridDim.z); /* after the loads */
     const float M = splits_max(ms, scratch, red);
     float den = 0.0f;
     if (tid < used) {
@@ -319,20 +314,13 @@ extern "C" cudaError_t lc_attn(const lc_attn_params *p, const float *qbuf, const
 }
 
 extern "C" cudaError_t lc_attn_combine(const lc_attn_params *p, const float *part, int T, int nsplit, int chunk,
-                                       const float *proj, int ldp, float *out, const lc_qmat *l2_next, const lc_ctrl *ctrl,
-                                       cudaStream_t st) {
+                                       const float *proj, int ldp, float *out, const lc_ctrl *ctrl, cudaStream_t st) {
     const int ds = p->hd < DS_MAX ? p->hd : DS_MAX;
     if (p->hd % ds || (chunk > 0 && T != 1)) return cudaErrorInvalidValue;
-    lc_qmat l2n = {};
-    if (l2_next && (lc_decode_try() & LC_TRY_L2NEXT)) {
-        l2n = *l2_next;
-        lc_decode_try_note(LC_TRY_L2NEXT);
-    }
-    if (chunk > 0 && nsplit <= MAXS && nsplit <= ds * CG && (lc_decode_try() & LC_TRY_COMBINE)) {
-        lc_decode_try_note(LC_TRY_COMBINE);
-        return lc_launch(combine_early_kernel, dim3(1, p->H, p->hd / ds), dim3(ds * CG),
-                         (size_t)(nsplit + CG * ds) * sizeof(float), st, *p, part, nsplit, chunk, proj, ldp, out, l2n, ctrl);
-    }
-    return lc_launch(combine_kernel, dim3(T, p->H, p->hd / ds), dim3(ds * CG), (size_t)(nsplit + CG * ds) * sizeof(float),
-                     st, *p, part, nsplit, chunk, proj, ldp, out, l2n, ctrl);
+    const size_t sm = (size_t)(nsplit + CG * ds) * sizeof(float);
+    if (chunk > 0 && nsplit <= MAXS && nsplit <= ds * CG)
+        return lc_launch(combine_early_kernel, dim3(1, p->H, p->hd / ds), dim3(ds * CG), sm, st, *p, part, nsplit, chunk, proj,
+                         ldp, out, ctrl);
+    return lc_launch(combine_kernel, dim3(T, p->H, p->hd / ds), dim3(ds * CG), sm, st, *p, part, nsplit, chunk, proj, ldp, out,
+                     ctrl);
 }

@@ -59,32 +59,6 @@ static cudaError_t lc_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, si
     return err ? err : cudaGetLastError();
 }
 
-/* L2 prefetch (LC_TRY_L2NEXT): while a latency-bound kernel leaves HBM idle
- * it can request the next kernel's weights into L2, which holds the
- * largest (an in_proj, 10.6-14.2 MB) beside the experts a layer reads.
- * Share `part` of `parts` of the n bytes at p, in 16-byte units (a tail of
- * under 16 bytes is left out: a prefetch is only a hint), spread over the
- * calling warp's lanes. */
-__device__ __forceinline__ void l2_prefetch_share(const void *p, size_t n, int part, int parts) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const uint32_t units = (uint32_t)(n / 16), per = (units + parts - 1) / parts, u0 = per * part; /* n < 64 GB */
-    if (u0 >= units) return;
-    const uint32_t nu = min(units - u0, per), lane_per = (nu + 31) / 32, l0 = lane_per * (threadIdx.x & 31);
-    if (l0 >= nu) return;
-    const uint32_t len = min(nu - l0, lane_per) * 16;
-    const char *a = static_cast<const char *>(p) + (size_t)(u0 + l0) * 16;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(a)), "r"(len) : "memory");
-#endif
-}
-/* the block's share of m's codes, scales and biases, by its warps 0-2 */
-__device__ __forceinline__ void l2_prefetch_qmat(const lc_qmat &m, int part, int parts) {
-    const size_t rows = (size_t)m.n_mat * m.rows, groups = rows * (m.cols / LC_GROUP);
-    const int warp = threadIdx.x >> 5;
-    if (warp == 0) l2_prefetch_share(m.w, rows * m.cols * m.bits / 8, part, parts);
-    if (warp == 1) l2_prefetch_share(m.s, groups * 2, part, parts);
-    if (warp == 2) l2_prefetch_share(m.b, groups * 2, part, parts);
-}
-
 /* How decode attention splits n keys: nch chunks of `chunk` keys, `per`
  * chunks per key range, `used` ranges holding keys (at most nsplit).  One
  * definition for the kernel that fills the ranges (attention_decode.cu) and

@@ -197,7 +197,7 @@ static lilac_status upload_layer(lilac_backend *b, int l, lilac_error *e) {
         const lilac_matrix *in[] = {&ly->in_qkv, &ly->in_z, &ly->in_b, &ly->in_a};
         if ((st = fused(b, in, 4, &cl->in_proj, e)) || (st = one(b, &ly->out_proj, &cl->out_proj, e))) return st;
         cl->gdn = (lc_gdn_params){c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim, c->conv_kernel, c->rms_eps,
-                                  NULL, NULL, NULL, NULL, {0}};
+                                  NULL, NULL, NULL, NULL};
         if (!(cl->gdn.conv_w = upload_f32(b, ly->conv_w, (size_t)c->conv_dim * c->conv_kernel, e)) ||
             !(cl->gdn.A_log = upload_f32(b, ly->A_log, (size_t)c->lin_v_heads, e)) ||
             !(cl->gdn.dt_bias = upload_f32(b, ly->dt_bias, (size_t)c->lin_v_heads, e)) ||
@@ -421,7 +421,6 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
         ALLOC(b->amax_part, 1024);
         ALLOC(b->amax_done, 1);
         ALLOC(b->moe_done, 1);
-        ALLOC(b->slot_done, 16);
         ALLOC(b->stop_ids, LC_MAX_STOP);
         ALLOC(b->mask, (c->vocab_size + 31) / 32);
         /* the sampler: one generation at a time per backend, so one set */
@@ -433,7 +432,6 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
             goto fail;
         }
         if (cudaMemset(b->amax_done, 0, sizeof(unsigned)) != cudaSuccess || cudaMemset(b->moe_done, 0, sizeof(unsigned)) != cudaSuccess ||
-            cudaMemset(b->slot_done, 0, 16 * sizeof(unsigned)) != cudaSuccess ||
             lc_sampler_clear(&b->samp, b->st) != cudaSuccess ||
             cudaMallocHost((void **)&b->host_logits, (size_t)LC_LOGIT_ROWS * c->vocab_size * sizeof(float)) != cudaSuccess ||
             cudaMallocHost((void **)&b->host_ids, (size_t)T * sizeof(int32_t)) != cudaSuccess ||

@@ -102,7 +102,6 @@ struct lilac_backend {
     float *amax_part;  /* [1024] */
     unsigned *amax_done;
     unsigned *moe_done; /* last-block counter of the fused router */
-    unsigned *slot_done; /* [16] lc_moe_slots' last-block counters (LILAC_DECODE_TRY=slotsum) */
     int32_t *stop_ids; /* [LC_MAX_STOP] */
     float *host_logits;/* pinned [LC_LOGIT_ROWS, V] */
     int32_t *host_ids; /* pinned [T] */

@@ -84,23 +84,15 @@ cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, f
 enum { LC_GEMV_AUTO = 0, LC_GEMV_ENGINE = 1, LC_GEMV_STREAM = 2, LC_GEMV_TQ = 3 };
 int lc_gemv_kernels(void);
 void lc_gemv_set_kernels(int kernels);
-/* Whether lc_gemv_rms(W, ..., xn_out NULL, ...) runs decode/gemv_ring.cuh's kernel */
-int lc_gemv_rms_ring(const lc_qmat *W);
-/* Decode kernel variants written but not yet measured on a GPU (opt-in;
- * docs/PERFORMANCE.md, "candidates"): LILAC_DECODE_TRY is a comma list of
- * the names below, or "all"; read at each call (a captured graph keeps what
- * it was captured with; tests switch it).  Each variant gives the same
- * floats as the default form; the one that moves the step replaces it. */
+/* Decode kernel variants kept opt-in (docs/PERFORMANCE.md, "candidates"):
+ * LILAC_DECODE_TRY is a comma list of the names below, or "all"; read at
+ * each call (a captured graph keeps what it was captured with; tests switch
+ * it).  Each gives the same floats as the default form.  A candidate that
+ * moves the step and passes the sanitizers becomes the only form (xstage,
+ * combine, gdnstore and gdnxchg did, 2026-12-06); one that loses goes. */
 enum {
-    LC_TRY_XSTAGE = 1,     /* "xstage": lc_moe_slots reads h once and stages it in shared memory */
-    LC_TRY_XCHG = 2,       /* "xchg": lc_moe_slots' two exchanges with st.async on mbarriers */
-    LC_TRY_L2NEXT = 4,     /* "l2next": the next GEMV's weights prefetched into L2 by the MoE, DeltaNet and combine kernels */
-    LC_TRY_COMBINE = 8,    /* "combine": the attention combine issues every load right after its wait */
-    LC_TRY_GDN_STORE = 16, /* "gdnstore": the DeltaNet step's state stores during its exchange */
-    LC_TRY_GDN_XCHG = 32,  /* "gdnxchg": the DeltaNet step's decode exchange with st.async */
-    LC_TRY_GDN_FUSE = 64,  /* "gdnfuse": a DeltaNet layer's in_proj and decode step as one kernel (lc_gdn_fused) */
-    LC_TRY_SLOTSUM = 128,  /* "slotsum": lc_moe_slots adds the slots' shares to h itself (no combine kernel) */
-    LC_TRY_ALL = 255
+    LC_TRY_XCHG = 1, /* "xchg": lc_moe_slots' two exchanges with st.async on mbarriers (faults under synccheck) */
+    LC_TRY_ALL = 1
 };
 int lc_decode_try(void);
 /* The launchers note the variants they launched (lc_decode_try_note); the
@@ -198,7 +190,6 @@ typedef struct {
     const float *A_log;      /* [Hv] */
     const float *dt_bias;    /* [Hv] */
     const float *norm_w;     /* [dv] */
-    lc_qmat l2_next;         /* decode: weights to prefetch into L2 during the step (LC_TRY_L2NEXT; w NULL = none) */
 } lc_gdn_params;
 /* The DeltaNet mixer for T tokens on proj [T, ldp] (= q | k | v | z | b | a,
  * unchanged): causal conv + SiLU of the channels each value head reads
@@ -215,15 +206,6 @@ cudaError_t lc_gdn(const lc_gdn_params *p, const float *proj, int ldp, int T, fl
  * overrides it (0, 4, 8; anything else = back to the default): the workshops. */
 int lc_gdn_step_form(const lc_gdn_params *p, int T);
 void lc_gdn_step_force(int form);
-/* Decode (T = 1): proj = in_proj . (RMSNorm(h) * norm_w), then lc_gdn on it,
- * as one kernel (decode/gdn_fused.cu: a cluster of 8 blocks per key head
- * computes the projection rows its recurrence reads); the same floats as
- * lc_gemv_rms + lc_gdn, proj not written.  The model's shapes on sm_90
- * with the default GEMV kernels only (lc_gdn_fused_ok). */
-int lc_gdn_fused_ok(const lc_qmat *in_proj, const lc_gdn_params *p);
-cudaError_t lc_gdn_fused(const lc_qmat *in_proj, const float *h, const float *norm_w, float eps, const lc_gdn_params *p,
-                         float *conv_state, float *state, float *out, const lc_ctrl *ctrl, cudaStream_t st);
-
 /* Prefill form of lc_gdn (prefill/gdn_chunk.cu): the same inputs, outputs
  * and state semantics, computed in chunks of 64 tokens with the WY/UT
  * transform on tensor cores (passes of at most 1,024 tokens).  Supported
@@ -252,13 +234,11 @@ cudaError_t lc_attn_prep(const lc_attn_params *p, const float *proj, int ldp, in
  * split into nsplit key ranges per (token, kv head); partials go to part
  * ([T, Hkv, nsplit, r, hd + 2]) and lc_attn_combine merges them, applies the
  * sigmoid gate from proj and writes out [T, H*hd].  chunk = 0 merges all
- * nsplit ranges; chunk > 0 (decode) only those lc_attn_decode filled.
- * l2_next (may be NULL): the o_proj, prefetched into L2 by the combine
- * (latency-bound) under LILAC_DECODE_TRY=l2next. */
+ * nsplit ranges; chunk > 0 (decode) only those lc_attn_decode filled. */
 cudaError_t lc_attn(const lc_attn_params *p, const float *qbuf, const uint16_t *kc, const uint16_t *vc, int T,
                     int nsplit, float *part, const lc_ctrl *ctrl, cudaStream_t st);
 cudaError_t lc_attn_combine(const lc_attn_params *p, const float *part, int T, int nsplit, int chunk, const float *proj,
-                            int ldp, float *out, const lc_qmat *l2_next, const lc_ctrl *ctrl, cudaStream_t st);
+                            int ldp, float *out, const lc_ctrl *ctrl, cudaStream_t st);
 /* Decode (T = 1) in one launch instead of prep + lc_attn: q/k norms, RoPE and
  * the KV append at ctrl->pos, then attention over the cache on tensor cores,
  * the n = pos + 1 keys split over at most nsplit ranges per kv head in whole
@@ -313,16 +293,12 @@ cudaError_t lc_moe_down(const lc_qmat *down, const lc_qmat *sh_down, const int32
  * and LILAC_MOE=split turns it off): P [K + 1, 2048] gets each slot's
  * weighted output, ids / w / sgate the routing (traces); then
  * lc_moe_slots_combine: h += sum_j P[j] in slot order (early: its successor
- * may launch before it waits, for one that reads only weights before).
- * l2_next (may be NULL): the next kernel's weights, prefetched into L2 while
- * the slots route (LC_TRY_L2NEXT); sum_done (may be NULL; 16 counters, zero
- * before the first launch): the kernel also adds P to h, as the combine
- * would (LC_TRY_SLOTSUM), and the combine is not launched. */
+ * may launch before it waits, for one that reads only weights before). */
 int lc_moe_slots_ok(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
                     const lc_qmat *down, const lc_qmat *sh_down, int K);
 cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
                          const lc_qmat *down, const lc_qmat *sh_down, float *h, const float *norm_w, float eps, float *P,
-                         int32_t *ids, float *w, float *sgate, const lc_qmat *l2_next, unsigned *sum_done, const lc_ctrl *ctrl,
+                         int32_t *ids, float *w, float *sgate, const lc_ctrl *ctrl,
                          cudaStream_t st);
 cudaError_t lc_moe_slots_combine(const float *P, float *h, int early, const lc_ctrl *ctrl, cudaStream_t st);
 /* Prefill: groups the T*K (token, expert) slots by expert. */

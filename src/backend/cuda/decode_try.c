@@ -1,7 +1,7 @@
-/* decode_try.c — LILAC_DECODE_TRY: which of the decode kernel variants that
- * await a GPU measurement run (cuda_ops.h's LC_TRY_* bits).  Read at each
- * call: the decode step is enqueued once per captured graph, and the tests
- * switch the variable between sessions. */
+/* decode_try.c — LILAC_DECODE_TRY: which of the opt-in decode kernel
+ * variants run (cuda_ops.h's LC_TRY_* bits).  Read at each call: the decode
+ * step is enqueued once per captured graph, and the tests switch the
+ * variable between sessions. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +12,8 @@ static const struct {
     const char *name;
     int bit;
 } names[] = {
-    {"xstage", LC_TRY_XSTAGE}, {"xchg", LC_TRY_XCHG},         {"l2next", LC_TRY_L2NEXT},   {"combine", LC_TRY_COMBINE},
-    {"gdnstore", LC_TRY_GDN_STORE}, {"gdnxchg", LC_TRY_GDN_XCHG}, {"gdnfuse", LC_TRY_GDN_FUSE},
-    {"slotsum", LC_TRY_SLOTSUM}, {"all", LC_TRY_ALL},
+    {"xchg", LC_TRY_XCHG},
+    {"all", LC_TRY_ALL},
 };
 
 /* The bits of a comma list; an unknown name is reported once and ignored. */
@@ -27,9 +26,7 @@ static int parse(const char *s) {
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (strlen(names[i].name) == n && strncmp(s, names[i].name, n) == 0) bits |= names[i].bit, found = 1;
         if (!found && n > 0 && !warned) {
-            fprintf(stderr, "lilac: LILAC_DECODE_TRY: unknown variant '%.*s' ignored (xstage, xchg, l2next, combine, gdnstore, "
-                            "gdnxchg, gdnfuse, slotsum, all)\n",
-                    (int)(n < 64 ? n : 64), s);
+            fprintf(stderr, "lilac: LILAC_DECODE_TRY: unknown variant '%.*s' ignored (xchg, all)\n", (int)(n < 64 ? n : 64), s);
             warned = 1;
         }
         s += n;

@@ -11,23 +11,13 @@
 #define MARK(cls) cuda_prof_mark(prof, cls, st)
 
 /* Layer l's mixer on b->h into b->mix: the input norm and in_proj, then the
- * gated attention or the DeltaNet step (or, LILAC_DECODE_TRY=gdnfuse, the
- * DeltaNet layer's in_proj and step as one kernel). */
+ * gated attention or the DeltaNet step. */
 static lilac_status enqueue_mixer(lilac_backend *b, lilac_state *s, int l, cuda_prof *prof, lilac_error *e) {
     const lilac_config *c = &b->m->cfg;
     const cudaStream_t st = b->st;
     lc_ctrl *ctrl = s->ctrl;
     cuda_layer *cl = &b->layers[l];
     const int slot = lilac_config_layer_slot(c, l), Vd = c->lin_value_dim, H = c->n_heads, hd = c->head_dim;
-    lc_gdn_params gp = cl->gdn;
-    gp.l2_next = cl->out_proj; /* the DeltaNet step prefetches it under LILAC_DECODE_TRY=l2next */
-    if (!cl->is_attn && (lc_decode_try() & LC_TRY_GDN_FUSE) && lc_gdn_fused_ok(&cl->in_proj, &gp)) {
-        LC_CHECK(lc_gdn_fused(&cl->in_proj, b->h, cl->input_norm, c->rms_eps, &gp, s->conv[slot], s->rec[slot], b->mix, ctrl,
-                              st));
-        MARK(PROF_GDN);
-        cuda_ctrace(b, "gdn_scan", l, b->mix, 1, Vd, Vd);
-        return LILAC_OK;
-    }
     /* the input norm runs inside the GEMV */
     LC_CHECK(lc_gemv_rms(&cl->in_proj, b->h, cl->input_norm, c->rms_eps, b->proj, NULL, ctrl, st));
     MARK(PROF_GEMV);
@@ -37,20 +27,19 @@ static lilac_status enqueue_mixer(lilac_backend *b, lilac_state *s, int l, cuda_
         if (lc_attn_decode_supported(&ap)) { /* fused prep, tensor cores, split by context length */
             LC_CHECK(lc_attn_decode(&ap, b->proj, s->kc[slot], s->vc[slot], b->attn_splits, b->part, ctrl, st));
             MARK(PROF_ATTN);
-            LC_CHECK(lc_attn_combine(&ap, b->part, 1, b->attn_splits, LC_ATTN_CHUNK, b->proj, b->ldp, b->mix, &cl->out_proj,
-                                     ctrl, st));
+            LC_CHECK(lc_attn_combine(&ap, b->part, 1, b->attn_splits, LC_ATTN_CHUNK, b->proj, b->ldp, b->mix, ctrl, st));
             MARK(PROF_ATTN);
         } else {
             LC_CHECK(lc_attn_prep(&ap, b->proj, b->ldp, 1, b->qbuf, s->kc[slot], s->vc[slot], ctrl, st));
             MARK(PROF_ATTN);
             LC_CHECK(lc_attn(&ap, b->qbuf, s->kc[slot], s->vc[slot], 1, LC_NSPLIT, b->part, ctrl, st));
             MARK(PROF_ATTN);
-            LC_CHECK(lc_attn_combine(&ap, b->part, 1, LC_NSPLIT, 0, b->proj, b->ldp, b->mix, &cl->out_proj, ctrl, st));
+            LC_CHECK(lc_attn_combine(&ap, b->part, 1, LC_NSPLIT, 0, b->proj, b->ldp, b->mix, ctrl, st));
             MARK(PROF_ATTN);
         }
         cuda_ctrace(b, "attn_out", l, b->mix, 1, H * hd, H * hd);
     } else {
-        LC_CHECK(lc_gdn(&gp, b->proj, b->ldp, 1, s->conv[slot], s->rec[slot], b->mix, ctrl, st));
+        LC_CHECK(lc_gdn(&cl->gdn, b->proj, b->ldp, 1, s->conv[slot], s->rec[slot], b->mix, ctrl, st));
         MARK(PROF_GDN);
         cuda_ctrace(b, "gdn_scan", l, b->mix, 1, Vd, Vd);
     }
@@ -81,20 +70,12 @@ lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t
         /* MoE, residual 2: one kernel (a cluster per expert slot) and the slots' sum, or
          * norm + router + top-K in one launch, then the experts */
         if (lc_moe_slots_ok(&cl->router, &cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &cl->down, &cl->sh_down, K)) {
-            /* the next layer's in_proj is prefetched into L2 while the slots route (LILAC_DECODE_TRY=l2next); the
-             * slots add their shares to h themselves under LILAC_DECODE_TRY=slotsum, but for the last layer's
-             * (the lm_head after them keeps the combine's order, lc_moe_slots_combine) */
-            const int more = l + 1 < c->n_layers;
-            const lc_qmat *next = more ? &b->layers[l + 1].in_proj : NULL;
-            unsigned *sum_done = more && (lc_decode_try() & LC_TRY_SLOTSUM) ? b->slot_done : NULL;
             LC_CHECK(lc_moe_slots(&cl->router, &cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &cl->down, &cl->sh_down, b->h,
-                                  cl->post_norm, c->rms_eps, b->eo, b->topi, b->topw, b->sgate, next, sum_done, ctrl, st));
+                                  cl->post_norm, c->rms_eps, b->eo, b->topi, b->topw, b->sgate, ctrl, st));
             MARK(PROF_MOE);
             /* the sum's successor may launch early unless it is the lm_head (lc_moe_slots_combine) */
-            if (!sum_done) {
-                LC_CHECK(lc_moe_slots_combine(b->eo, b->h, more, ctrl, st));
-                MARK(PROF_MOE);
-            }
+            LC_CHECK(lc_moe_slots_combine(b->eo, b->h, l + 1 < c->n_layers, ctrl, st));
+            MARK(PROF_MOE);
             cuda_ctrace(b, "h_moe", l, b->h, 1, D, D);
             continue;
         }

@@ -33,7 +33,7 @@ static lilac_status attention(lilac_backend *b, lilac_state *s, cuda_layer *cl, 
     }
     LC_CHECK(lc_attn_prep(&ap, b->proj, b->ldp, T, b->qbuf, s->kc[slot], s->vc[slot], s->ctrl, st));
     LC_CHECK(lc_attn(&ap, b->qbuf, s->kc[slot], s->vc[slot], T, 1, b->part, s->ctrl, st));
-    LC_CHECK(lc_attn_combine(&ap, b->part, T, 1, 0, b->proj, b->ldp, b->mix, NULL, s->ctrl, st));
+    LC_CHECK(lc_attn_combine(&ap, b->part, T, 1, 0, b->proj, b->ldp, b->mix, s->ctrl, st));
     MARK(PP_ATTN);
     return LILAC_OK;
 }

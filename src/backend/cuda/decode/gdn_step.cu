@@ -127,6 +127,10 @@ __global__ void __launch_bounds__(512) gdn_kernel(lc_gdn_params p, const float *
  * their sums); the gated RMSNorm's sum of o^2 over the head's 128 columns is
  * exchanged through distributed shared memory: each warp stores its partial
  * into every block of the cluster, one cluster barrier, each sums locally.
+ * For decode (T = 1) the partials go by st.async on an mbarrier instead,
+ * so a block waits only for the bytes it receives; the window and state
+ * stores drain during the exchange.  (H100, 2026-12-05: 705.3 against
+ * 698.1 tokens/s at 4K with the cluster barrier; docs/PERFORMANCE.md.)
  *
  * State mapping: P = THREADS/NC adjacent lanes per column, part p holding rows
  * p, p+P, p+2P, ... (a fixed register index reads consecutive rows, so the
@@ -136,15 +140,7 @@ namespace gdn_split {
 
 constexpr int KC = 4, D = 128, THREADS = 256;
 
-/* The variants of LILAC_DECODE_TRY (cuda_ops.h) built into the kernel: the
- * window and state stores between the last exchange's arrive and its wait
- * (V_STORE: the arrive's release, MEMBAR.ALL.GPU in the SASS, does not wait
- * for them, and they drain while the cluster meets), and for decode (T = 1)
- * the exchange by st.async on an mbarrier instead of the cluster barrier
- * (V_XCHG: cluster.cuh).  0 = the measured form. */
-constexpr int V_STORE = 1, V_XCHG = 2;
-
-template <int NS, int V>
+template <int NS>
 __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, const float *__restrict__ proj, int ldp,
                                                             int T, float *__restrict__ conv_state,
                                                             float *__restrict__ state, float *__restrict__ out,
@@ -152,8 +148,7 @@ __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, con
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     constexpr int NC = D / NS, P = THREADS / NC, R = D / P; /* columns per block, threads per column, rows per thread */
     constexpr int NW = THREADS / 32;
-    constexpr bool STORE = (V & V_STORE) != 0, XCHG = (V & V_XCHG) != 0;
-    __shared__ uint64_t xbar; /* XCHG, T = 1: the exchange's mbarrier */
+    __shared__ uint64_t xbar; /* T = 1: the exchange's mbarrier */
     static_assert(P <= 32 && (P & (P - 1)) == 0, "a column's threads must be adjacent lanes of one warp");
     __shared__ float qk[2 * D];                           /* conv + SiLU of q | k, not yet normalised */
     __shared__ __align__(16) float sq_w[NW];              /* per-warp sums of squares: warps 0-3 q, 4-7 k */
@@ -182,17 +177,24 @@ __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, con
     for (int i = 0; i < R; i++) s[i] = __ldcg(S + (size_t)(part + P * i) * D);
     const float nw = p.norm_w[v], dtb = p.dt_bias[h], eA = expf(p.A_log[h]), qscale = rsqrtf((float)D);
     /* all of the above was loaded while the predecessor drained (as in the block form) */
-    const bool xchg = XCHG && T == 1;
-    if (xchg && tid == 0) { /* before the start barrier, which publishes it to the peers */
-        mbar_init(&xbar, 1 + NW); /* + the storer of the own share in each warp */
-        mbar_fence_init();
-        mbar_expect_tx(&xbar, (NS - 1) * NW * 4);
+    /* decode (T = 1): the exchange by st.async on an mbarrier; its init
+     * precedes the start barrier, which publishes it to the peers (the
+     * block barrier orders it before thread 0's expect_tx and the other
+     * warps' arrives for racecheck, which does not see the cluster barrier
+     * as one) */
+    const bool xchg = T == 1;
+    if (xchg) {
+        if (tid == 0) {
+            mbar_init(&xbar, 1 + NW); /* + the storer of the own share in each warp */
+            mbar_fence_init();
+        }
+        __syncthreads();
+        if (tid == 0) mbar_expect_tx(&xbar, (NS - 1) * NW * 4);
     }
     const bool stopped = lc_pdl_wait_stop(ctrl);
     lc_pdl_launch_dependents();
     if (stopped) return;
     cluster_arrive_relaxed(); /* peers' shared memory is written only once every block has started */
-    if (p.l2_next.w != nullptr) l2_prefetch_qmat(p.l2_next, blockIdx.x, gridDim.x); /* LC_TRY_L2NEXT: the out_proj */
     /* the window and the state, once final */
     auto store_tail = [&]() {
         if (wqk)
@@ -221,19 +223,19 @@ __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, con
             } else if (lane < NS) {
                 st_async(slot + rank * NW + warp, (uint32_t)lane, &xbar, o2);
             }
-            if (STORE) store_tail();
+            store_tail(); /* drains while the shares arrive */
             mbar_wait(&xbar, 0);
         } else {
             if (lane < NS) st_cluster(slot + rank * NW + warp, (uint32_t)lane, o2);
             /* also the block barrier before qk and sq_w are rewritten: every read above precedes the arrive */
             cluster_arrive();
-            if (STORE && t == T - 1) store_tail();
+            if (t == T - 1) store_tail(); /* the arrive's release does not wait for these: they drain while the cluster meets */
             cluster_wait();
         }
         if (wv) out[(size_t)t * Vd + h * D + v] = gdn_token::head_out<NS * NW, D>(slot, o, p.eps, nw, z);
     }
     if (T == 0) cluster_wait(); /* pair the start arrive */
-    if (!STORE || T == 0) store_tail();
+    if (T == 0) store_tail();
 #else
     __trap(); /* launched only where the kernel was built for sm_90 (see split_ok) */
 #endif
@@ -266,18 +268,7 @@ extern "C" void lc_gdn_step_force(int form) { g_step = form == 0 || form == 4 ||
 #define SPLIT_MAX_T 64
 
 using split_fn = void (*)(lc_gdn_params, const float *, int, int, float *, float *, float *, const lc_ctrl *);
-/* the kernel for clusters of ns and the variants v (gdn_split::V_* bits); clusters of 8 have none */
-static split_fn split_kernel(int ns, int v) {
-    using namespace gdn_split;
-    static const split_fn k4[4] = {gdn_split_kernel<4, 0>, gdn_split_kernel<4, 1>, gdn_split_kernel<4, 2>,
-                                   gdn_split_kernel<4, 3>};
-    return ns == 8 ? gdn_split_kernel<8, 0> : k4[v & 3];
-}
-/* LILAC_DECODE_TRY's bits as the kernel's variants */
-static int split_variants(void) {
-    const int t = lc_decode_try();
-    return (t & LC_TRY_GDN_STORE ? gdn_split::V_STORE : 0) | (t & LC_TRY_GDN_XCHG ? gdn_split::V_XCHG : 0);
-}
+static split_fn split_kernel(int ns) { return ns == 8 ? gdn_split::gdn_split_kernel<8> : gdn_split::gdn_split_kernel<4>; }
 
 /* Whether the split form with clusters of ns can run here: the shape it is
  * written for and cluster.cuh's cluster_fits, probed once per device and
@@ -285,26 +276,19 @@ static int split_variants(void) {
 static bool split_ok(const lc_gdn_params *p, int ns) {
     if (p->K != gdn_split::KC || p->dk != gdn_split::D || p->dv != gdn_split::D || p->Hk < 1 || p->Hv % p->Hk)
         return false;
-    static signed char ok[64][5]; /* 0 unknown, 1 yes, -1 no; [device][ns == 8 ? 4 : variants] */
+    static signed char ok[64][2]; /* 0 unknown, 1 yes, -1 no; [device][ns == 8] */
     int dev = 0;
     if (cudaGetDevice(&dev)) return false;
-    const int v = ns == 8 ? 0 : split_variants();
-    signed char *o = &ok[dev & 63][ns == 8 ? 4 : v];
-    if (*o == 0) *o = cluster_fits(split_kernel(ns, v), (unsigned)ns, (unsigned)(p->Hv * ns), gdn_split::THREADS) ? 1 : -1;
+    signed char *o = &ok[dev & 63][ns == 8];
+    if (*o == 0) *o = cluster_fits(split_kernel(ns), (unsigned)ns, (unsigned)(p->Hv * ns), gdn_split::THREADS) ? 1 : -1;
     return *o > 0;
 }
 
 /* The split form: Hv clusters of ns blocks, with PDL as lc_launch */
 static cudaError_t launch_split(int ns, const lc_gdn_params *p, const float *proj, int ldp, int T, float *conv_state,
                                 float *state, float *out, const lc_ctrl *ctrl, cudaStream_t st) {
-    lc_gdn_params q = *p;
-    if (!(lc_decode_try() & LC_TRY_L2NEXT)) q.l2_next.w = NULL;
-    const int v = ns == 8 ? 0 : split_variants();
-    lc_decode_try_note((v & gdn_split::V_STORE ? LC_TRY_GDN_STORE : 0) | (v & gdn_split::V_XCHG && T == 1 ? LC_TRY_GDN_XCHG : 0) |
-                       (q.l2_next.w ? LC_TRY_L2NEXT : 0));
-    const split_fn kf = split_kernel(ns, v);
-    return cluster_launch(kf, (unsigned)ns, dim3(p->Hv * ns), dim3(gdn_split::THREADS), 0, st, q, proj, ldp, T, conv_state, state,
-                          out, ctrl);
+    return cluster_launch(split_kernel(ns), (unsigned)ns, dim3(p->Hv * ns), dim3(gdn_split::THREADS), 0, st, *p, proj, ldp, T,
+                          conv_state, state, out, ctrl);
 }
 
 /* The form lc_gdn runs for p and T: 0 = block, else the cluster size */

@@ -1,6 +1,6 @@
 /* gdn_token.cuh — one token of the split DeltaNet decode step, for the two
- * kernels that run it: gdn_step.cu's gdn_split_kernel (its inputs from
- * proj) and gdn_fused.cu (its inputs computed by the same kernel).  A value
+ * kernel that runs it, gdn_step.cu's gdn_split_kernel (a fused in_proj +
+ * step kernel shared it until it measured slower, 2026-12-05).  A value
  * head's state columns are spread over a cluster's blocks, P adjacent
  * lanes per column, R rows per thread (gdn_step.cu says how).
  *   token():   the conv of the thread's q|k channel and v column, the q/k

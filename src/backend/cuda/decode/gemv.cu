@@ -154,7 +154,6 @@ static bool ring_picked(const lc_qmat *W, int mat) {
     const lc_qmat M = gemv_stream::mat_view(*W, mat);
     return W->cols == 2048 ? gemv_ring::fits<2048>(M) : gemv_ring::fits<4096>(M);
 }
-extern "C" int lc_gemv_rms_ring(const lc_qmat *W) { return ring_picked(W, 0); }
 
 static bool pick_dense(const lc_qmat *W, int mat, const float *x, const float *norm_w, float eps, float *xn_out, float *y,
                        const float *residual, const lc_ctrl *ctrl, cudaStream_t st, cudaError_t *err) {

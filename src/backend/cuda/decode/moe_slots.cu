@@ -36,17 +36,21 @@
  * The top-K on sorted lanes (moe_route.cuh, 2026-12-04) took its stamp to
  * 1.56 us and decode to 719.3 / 648.0 / 490.6 tokens/s.
  *
- * Variants awaiting a GPU measurement (LILAC_DECODE_TRY, cuda_ops.h; the
- * same floats): xstage (h in one L2 trip, staged in shared memory), xchg
- * (both exchanges by st.async on mbarriers), l2next (the next layer's
- * in_proj prefetched into L2 while the slots route), slotsum (the last of
- * the 9 blocks storing a rank's rows of P adds them to h: no combine kernel
- * between the layers). */
+ * h comes in one L2 trip: each thread loads its float4s of h once and
+ * stages h * norm_w where the router's x goes; each warp takes its slice's
+ * digits from there, then RMSNorm(h) * norm_w overwrites it (prep_x_warp
+ * and load_x_smem took two trips; H100, 2026-12-05, with the attention
+ * combine's and the DeltaNet step's changes of that day: decode 4K 698.1
+ * against 661.2 tokens/s; docs/PERFORMANCE.md).
+ *
+ * LILAC_DECODE_TRY=xchg (cuda_ops.h; the same floats) runs both exchanges
+ * by st.async on per-block mbarriers instead of the cluster barrier's
+ * release: +1.1-1.3% at 4K on the H100, clean under memcheck and
+ * racecheck, but compute-sanitizer's synccheck faults in it (not
+ * understood yet), so it stays opt-in. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <type_traits>
 
 #include "backend/cuda/cluster.cuh"
 #include "backend/cuda/decode/gemv_ring.cuh"
@@ -78,15 +82,8 @@ constexpr size_t O_XCS = O_ACT + I * 4;                    /* the router's x chu
 constexpr size_t O_SCR = O_XCS + D / RQ::EPC * 4;          /* block reductions */
 constexpr size_t O_LG = O_SCR + 32 * 4;                    /* the 256 expert logits (+ one unused) */
 constexpr size_t O_SEL = O_LG + (E + 4) * 4;               /* per warp: the top-K ids and weights */
-constexpr size_t O_MB = (O_SEL + (size_t)WARPS * KR * 8 + 16 + 7) / 8 * 8; /* LC_TRY_XCHG: the two exchanges' mbarriers */
+constexpr size_t O_MB = (O_SEL + (size_t)WARPS * KR * 8 + 16 + 7) / 8 * 8; /* XCHG: the two exchanges' mbarriers */
 constexpr size_t SMEM = O_MB + 2 * 8;
-
-/* The variants of LILAC_DECODE_TRY (cuda_ops.h) built into this kernel;
- * V_SUM (slotsum) writes h, which the others read through the read-only
- * path (const __restrict__), as the measured form did */
-constexpr int V_XSTAGE = 1, V_XCHG = 2, V_SUM = 4;
-template <int V>
-using h_arg = std::conditional_t<(V & V_SUM) != 0, float *, const float *__restrict__>;
 
 /* LC_MOE_SLOTS_STAMPS (the workshop's build only): thread 0 of each block
  * records the global timer at eight points of the last launch */
@@ -107,22 +104,13 @@ __device__ unsigned long long slots_stamps[J * CS][12];
 /* grid J x CS blocks in clusters of CS; cluster j < KR: slot j of the
  * routing, cluster KR: the shared expert.  P[j][d] = w_j down_j . act_j
  * (sgate for the shared slot).  ids / w / sgate: the routing, for traces.
- * l2n: weights to prefetch into L2 once the wait is over (w NULL: none).
- * sum_done (V_SUM, slotsum; else the combine kernel adds P to h): CS
- * counters, zero between launches; the last of the J blocks of a rank to
- * store its rows of P adds the J shares of those rows to h, in slot order
- * (moe_slots_combine_kernel's sums).  h is read for x before: every block
- * of the grid has read it once any rank's J blocks have stored (each stores
- * after its cluster's act exchange, which follows all of the cluster's x). 
- * V: the variants (V_XSTAGE, V_XCHG; 0 = the measured form). */
-template <int V>
+ * XCHG: the exchanges by st.async (LILAC_DECODE_TRY=xchg). */
+template <bool XCHG>
 __global__ void __launch_bounds__(WARPS * 32, 2)
     moe_slots_kernel(lc_qmat R, lc_qmat gate, lc_qmat up, lc_qmat sg, lc_qmat su, lc_qmat down, lc_qmat sdown,
-                     h_arg<V> h, const float *__restrict__ norm_w, float eps, float *__restrict__ P,
-                     int32_t *__restrict__ ids, float *__restrict__ w, float *__restrict__ sgate, lc_qmat l2n,
-                     unsigned *sum_done, const lc_ctrl *ctrl) {
+                     const float *__restrict__ h, const float *__restrict__ norm_w, float eps, float *__restrict__ P,
+                     int32_t *__restrict__ ids, float *__restrict__ w, float *__restrict__ sgate, const lc_ctrl *ctrl) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr bool XSTAGE = (V & V_XSTAGE) != 0, XCHG = (V & V_XCHG) != 0, SUM = (V & V_SUM) != 0;
     extern __shared__ __align__(16) unsigned char smem[];
     uint4 *bf = reinterpret_cast<uint4 *>(smem + O_BF);
     float4 *xs4 = reinterpret_cast<float4 *>(smem + O_XS4);
@@ -138,15 +126,22 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
     unsigned char *slot0 = smem + (size_t)warp * S * TASK, *slot1 = slot0 + TASK;
     uint64_t *xbar = reinterpret_cast<uint64_t *>(smem + O_MB); /* XCHG: [0] the logits, [1] the activations */
     STAMP(0);
-    if (XCHG && threadIdx.x == 0) { /* before the start barrier, which publishes them to the peers */
-        mbar_init(xbar, 1 + WARPS); /* + one storer of the own logits a warp */
-        mbar_init(xbar + 1, 1 + AR);  /* + the act rows' threads */
-        mbar_fence_init();
-        if (!shared_slot) mbar_expect_tx(xbar, (E - E / CS) * 4);
-        mbar_expect_tx(xbar + 1, (I - AR) * 4);
+    if constexpr (XCHG) { /* before the start barrier, which publishes them to the peers (the block barrier orders the
+                             * init before the expect_tx and the arrives for racecheck, which does not see the cluster
+                             * barrier as one) */
+        if (threadIdx.x == 0) {
+            if (!shared_slot) mbar_init(xbar, 1 + WARPS); /* + one storer of the own logits a warp */
+            mbar_init(xbar + 1, 1 + AR);                  /* + the act rows' threads */
+            mbar_fence_init();
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            if (!shared_slot) mbar_expect_tx(xbar, (E - E / CS) * 4);
+            mbar_expect_tx(xbar + 1, (I - AR) * 4);
+        }
     }
-    x_share<D> xsh; /* XSTAGE: the block's float4s of h and norm_w (load_x_smem's) */
-    if constexpr (XSTAGE) xsh.load_norm(norm_w);
+    x_share<D> xsh; /* the block's float4s of h and norm_w (load_x_smem's) */
+    xsh.load_norm(norm_w);
 
     /* before the predecessor ends: the router rows' codes (routed slots), or
      * the shared expert's gate row and its first two gate/up tasks */
@@ -171,38 +166,30 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         return;
     }
     cluster_arrive_relaxed(); /* the start barrier: peers' shared memory is written only once every block has started */
-    if (l2n.w != nullptr) l2_prefetch_qmat(l2n, blockIdx.x, gridDim.x);
-    if (V != 0 && threadIdx.x == 0) lg[E] = 0.0f; /* topk_warp reads a gate logit there (unused); x's barriers publish it */
+    if (threadIdx.x == 0) lg[E] = 0.0f; /* topk_warp reads a gate logit there (unused); x's barriers publish it */
 
     /* x: the warp's K slice of h * norm_w as digits (gate/up), then the
-     * block's RMSNorm(h) * norm_w for the router rows */
+     * block's RMSNorm(h) * norm_w for the router rows.  h in one trip: the
+     * block's float4s, their products with norm_w staged where the router's
+     * x goes; each warp takes its slice's digits from there (the values
+     * prep_x_warp computes), then the products make way for RMSNorm(h) *
+     * norm_w (load_x_smem's) */
     uint4 *bw = bf + warp * BFW;
     float *xw = xs + warp * 8;
-    float dn, rr;
-    if constexpr (XSTAGE) {
-        /* h in one trip: the block's float4s, their products with norm_w
-         * staged where the router's x goes; each warp takes its slice's
-         * digits from there (the same values prep_x_warp computes), then
-         * the products make way for RMSNorm(h) * norm_w (load_x_smem's) */
-        const float ss = xsh.load(h, norm_w, true);
-        xsh.template stage<RQ::EPC>(xs4);
-        rr = rsqrtf(block_sum(ss, scratch) / (float)D + eps);
-        float v[2][8];
+    const float ss = xsh.load(h, norm_w, true);
+    xsh.template stage<RQ::EPC>(xs4);
+    const float rr = rsqrtf(block_sum(ss, scratch) / (float)D + eps);
+    float v[2][8];
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int q = k * 128 + 2 * (lane + 32 * i); /* float4 of h: task lane + 32 i of slice k */
-            const float4 a = xs4[x_share<D>::slot(q, RQ::EPC)], b = xs4[x_share<D>::slot(q + 1, RQ::EPC)];
-            v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w;
-            v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
-        }
-        dn = gemv_tq::digits_warp<4 * 128>(v, bw, xw);
-        __syncthreads(); /* every warp has its slice before the products are overwritten */
-        xsh.template store<RQ::EPC>(rr, true, nullptr, xs4, xcs);
-    } else {
-        float ssq;
-        dn = gemv_tq::prep_x_warp<4 * 128>(h + k * 512, bw, xw, norm_w + k * 512, &ssq);
-        rr = load_x_smem<D, RQ::EPC>(h, norm_w, eps, nullptr, xs4, xcs, scratch);
+    for (int i = 0; i < 2; i++) {
+        const int q = k * 128 + 2 * (lane + 32 * i); /* float4 of h: task lane + 32 i of slice k */
+        const float4 a = xs4[x_share<D>::slot(q, RQ::EPC)], b = xs4[x_share<D>::slot(q + 1, RQ::EPC)];
+        v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w;
+        v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
     }
+    const float dn = gemv_tq::digits_warp<4 * 128>(v, bw, xw);
+    __syncthreads(); /* every warp has its slice before the products are overwritten */
+    xsh.template store<RQ::EPC>(rr, true, nullptr, xs4, xcs);
     STAMP(2);
     float acc[RP];
     if (!shared_slot) {
@@ -232,7 +219,6 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
 #pragma unroll
             for (int p = 0; p < RP; p++)
                 if (lane < CS) st_cluster(lg + rank * WARPS + warp + p * CS * WARPS, (uint32_t)lane, acc[p]);
-            if (threadIdx.x == 0) lg[E] = 0.0f; /* topk_warp reads a gate logit there: unused here */
             cluster_arrive(); /* release: the peers' logits before any block reads them */
             cluster_wait();
         }
@@ -321,27 +307,6 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         float *p = P + (size_t)j * D + rank * DR + warp * 16;
         p[g] = wj * ya, p[g + 8] = wj * yb;
     }
-    if constexpr (SUM) {
-        __shared__ int last;
-        __threadfence(); /* release: the block's rows of P before its count */
-        __syncthreads();
-        if (threadIdx.x == 0) last = atomicAdd(sum_done + rank, 1u) == J - 1;
-        __syncthreads();
-        if (last) {
-            __threadfence(); /* acquire: the other slots' rows */
-            if (threadIdx.x < DR) {
-                const int d = rank * DR + threadIdx.x;
-                float v[J];
-#pragma unroll
-                for (int q = 0; q < J; q++) v[q] = __ldcg(P + (size_t)q * D + d);
-                float t = 0.0f;
-#pragma unroll
-                for (int q = 0; q < J; q++) t += v[q];
-                h[d] += t;
-            }
-            if (threadIdx.x == 0) sum_done[rank] = 0; /* for the next launch */
-        }
-    }
     STAMP(7);
 #else
     __trap(); /* never launched below sm_90 (slots_ok) */
@@ -370,62 +335,38 @@ bool shape(const lc_qmat *m, int bits, int rows, int cols) {
 }
 
 /* A kernel's attributes (its shared memory, the non-portable cluster of
- * 16) and whether one cluster fits, once per device and variant. */
-template <int V>
+ * 16) and whether one cluster fits, once per device and form. */
+template <bool XCHG>
 bool fit_v() {
     static signed char ok[64]; /* 0 unknown, 1 yes, -1 no */
     int dev = 0;
     if (cudaGetDevice(&dev)) return false;
     signed char *o = &ok[dev & 63];
     if (*o == 0) {
-        *o = cudaFuncSetAttribute(moe_slots_kernel<V>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) == cudaSuccess &&
-                     cudaFuncSetAttribute(moe_slots_kernel<V>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
-                     cluster_count(moe_slots_kernel<V>, CS, J * CS, WARPS * 32, SMEM) >= 1
+        *o = cudaFuncSetAttribute(moe_slots_kernel<XCHG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) == cudaSuccess &&
+                     cudaFuncSetAttribute(moe_slots_kernel<XCHG>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
+                     cluster_count(moe_slots_kernel<XCHG>, CS, J * CS, WARPS * 32, SMEM) >= 1
                  ? 1
                  : -1;
         (void)cudaGetLastError(); /* a refused attribute leaves no error behind */
     }
     return *o > 0;
 }
-bool slots_fit(int v) {
-    switch (v & 7) {
-    case 0: return fit_v<0>();
-    case 1: return fit_v<1>();
-    case 2: return fit_v<2>();
-    case 3: return fit_v<3>();
-    case 4: return fit_v<4>();
-    case 5: return fit_v<5>();
-    case 6: return fit_v<6>();
-    default: return fit_v<7>();
-    }
-}
+bool slots_fit(bool xchg) { return xchg ? fit_v<true>() : fit_v<false>(); }
+bool use_xchg() { return (lc_decode_try() & LC_TRY_XCHG) != 0; }
 
 struct slots_args {
-    lc_qmat R, gate, up, sg, su, down, sdown, l2n;
-    float *h, *P, *w, *sgate;
-    const float *norm_w;
+    lc_qmat R, gate, up, sg, su, down, sdown;
+    const float *h, *norm_w;
+    float *P, *w, *sgate;
     float eps;
     int32_t *ids;
-    unsigned *sum_done;
     const lc_ctrl *ctrl;
 };
-template <int V>
+template <bool XCHG>
 cudaError_t launch_v(const slots_args &a, cudaStream_t st) {
-    return cluster_launch(moe_slots_kernel<V>, CS, dim3(J * CS), dim3(WARPS * 32), SMEM, st, a.R, a.gate, a.up, a.sg, a.su, a.down,
-                          a.sdown, a.h, a.norm_w, a.eps, a.P, a.ids, a.w, a.sgate, a.l2n, a.sum_done, a.ctrl);
-}
-cudaError_t launch_slots(int v, const slots_args &a, cudaStream_t st) {
-    static_assert(LC_TRY_XSTAGE == V_XSTAGE && LC_TRY_XCHG == V_XCHG, "the variant bits are LILAC_DECODE_TRY's");
-    switch (v & 7) {
-    case 0: return launch_v<0>(a, st);
-    case 1: return launch_v<1>(a, st);
-    case 2: return launch_v<2>(a, st);
-    case 3: return launch_v<3>(a, st);
-    case 4: return launch_v<4>(a, st);
-    case 5: return launch_v<5>(a, st);
-    case 6: return launch_v<6>(a, st);
-    default: return launch_v<7>(a, st);
-    }
+    return cluster_launch(moe_slots_kernel<XCHG>, CS, dim3(J * CS), dim3(WARPS * 32), SMEM, st, a.R, a.gate, a.up, a.sg, a.su,
+                          a.down, a.sdown, a.h, a.norm_w, a.eps, a.P, a.ids, a.w, a.sgate, a.ctrl);
 }
 
 } // namespace
@@ -438,21 +379,18 @@ extern "C" int lc_moe_slots_ok(const lc_qmat *R, const lc_qmat *gate, const lc_q
     return !(s && strcmp(s, "split") == 0) && lc_gemv_kernels() != LC_GEMV_ENGINE && lc_gemv_kernels() != LC_GEMV_STREAM && K == KR &&
            shape(R, 8, E + 1, D) && R->n_mat == 1 && shape(gate, 4, I, D) && shape(up, 4, I, D) && gate->n_mat == up->n_mat &&
            shape(sh_gate, 4, I, D) && shape(sh_up, 4, I, D) && shape(down, 4, D, I) && down->n_mat == gate->n_mat &&
-           shape(sh_down, 4, D, I) && slots_fit(lc_decode_try() & 3) &&
-           (!(lc_decode_try() & LC_TRY_SLOTSUM) || slots_fit((lc_decode_try() & 3) | V_SUM)); /* the launch may add it */
+           shape(sh_down, 4, D, I) && slots_fit(use_xchg());
 }
 
 extern "C" cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate,
                                     const lc_qmat *sh_up, const lc_qmat *down, const lc_qmat *sh_down, float *h,
                                     const float *norm_w, float eps, float *P, int32_t *ids, float *w, float *sgate,
-                                    const lc_qmat *l2_next, unsigned *sum_done, const lc_ctrl *ctrl, cudaStream_t st) {
+                                    const lc_ctrl *ctrl, cudaStream_t st) {
     if (!lc_moe_slots_ok(R, gate, up, sh_gate, sh_up, down, sh_down, KR)) return cudaErrorNotSupported;
-    const int t = lc_decode_try(), v = (t & (V_XSTAGE | V_XCHG)) | (sum_done ? V_SUM : 0);
-    if (!slots_fit(v)) return cudaErrorNotSupported;
-    slots_args a = {*R, *gate, *up, *sh_gate, *sh_up, *down, *sh_down, {}, h, P, w, sgate, norm_w, eps, ids, sum_done, ctrl};
-    if (l2_next && (t & LC_TRY_L2NEXT)) a.l2n = *l2_next;
-    lc_decode_try_note((t & (LC_TRY_XSTAGE | LC_TRY_XCHG)) | (a.l2n.w ? LC_TRY_L2NEXT : 0) | (sum_done ? LC_TRY_SLOTSUM : 0));
-    return launch_slots(v, a, st);
+    const slots_args a = {*R, *gate, *up, *sh_gate, *sh_up, *down, *sh_down, h, norm_w, P, w, sgate, eps, ids, ctrl};
+    if (!use_xchg()) return launch_v<false>(a, st);
+    lc_decode_try_note(LC_TRY_XCHG);
+    return launch_v<true>(a, st);
 }
 
 #ifdef LC_MOE_SLOTS_STAMPS
