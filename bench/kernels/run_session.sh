@@ -2,7 +2,13 @@
 # run_session.sh — one GPU call's worth of prefill work: the kernel workshops,
 # the GPU tests, and the prefill benchmark (steps as arguments).
 B=.gpubundle
-[ -x $B/lilac ] || tar -xzf $B.tgz || exit 1
+# the bundle: build/gb.tar.xz (tar | xz -9 of .gpubundle: a fifth of the gzipped size, which leaves room in the carry
+# for a second one, build/gbbase.tar.xz of .gpubundle-base) or .gpubundle.tgz
+untar() { python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall()" "$1"; }
+[ -f build/gbbase.tar.xz ] && [ ! -x .gpubundle-base/lilac ] && untar build/gbbase.tar.xz
+if [ ! -x $B/lilac ]; then
+    if [ -f build/gb.tar.xz ]; then untar build/gb.tar.xz || exit 1; else tar -xzf $B.tgz || exit 1; fi
+fi
 export LD_LIBRARY_PATH=$PWD/$B/lib:$LD_LIBRARY_PATH
 OUT=${OUT:-/tmp/lilac-out}
 mkdir -p "$OUT"
@@ -132,14 +138,15 @@ for l in a:
         # one-kernel MoE (lc_moe_slots) against its three kernels with its phase stamps, out_proj + MoE with the
         # routing beside out_proj (early) against the engine's, then the sanitizers
         [ -x build/kernels/moe_cluster_test ] || sh bench/kernels/build_moe_cluster.sh > "$OUT/build_moe_cluster.log" 2>&1
-        for v in - xchg; do # LILAC_DECODE_TRY's variants of the one kernel (read per launch)
+        for v in - none; do # LILAC_DECODE_TRY's variants of the one kernel (read per launch): the default (xchg), none
             t=$v; [ "$v" = - ] && t=
             echo "--- LILAC_DECODE_TRY=${t:-(unset)}"
             LILAC_DECODE_TRY=$t timeout 120 build/kernels/moe_cluster_test 2>&1 | tee -a "$OUT/moe_cluster.log"
         done
-        for tool in memcheck racecheck synccheck; do
-            timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/kernels/moe_cluster_test --quick > /tmp/san.log 2>&1
-            echo "$tool moe_cluster --quick rc=$?"; grep -E "SUMMARY" /tmp/san.log; cat /tmp/san.log >> "$OUT/moe_cluster_san.log"
+        for run in "memcheck -" "racecheck -" "synccheck none"; do # synccheck: the barrier form (see defsan)
+            set -- $run; t=$2; [ "$t" = - ] && t=
+            LILAC_DECODE_TRY=$t timeout 240 compute-sanitizer --tool $1 --error-exitcode 9 build/kernels/moe_cluster_test --quick > /tmp/san.log 2>&1
+            echo "$1 moe_cluster --quick (LILAC_DECODE_TRY=${t:-unset}) rc=$?"; grep -E "SUMMARY" /tmp/san.log; cat /tmp/san.log >> "$OUT/moe_cluster_san.log"
         done ;;
     topk) # the routing top-K alone: moe_route.cuh's topk_warp against its variants, cycles per call cold and warm, then memcheck
         [ -x build/kernels/topk_test ] || sh bench/kernels/build_topk.sh > "$OUT/build_topk.log" 2>&1
@@ -217,6 +224,19 @@ for l in a:
                 LILAC_DECODE_TRY=$t timeout 150 $B/lilac bench --synthetic --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | tee -a "$OUT/tryab.log" | grep -E "^\| [0-9]"
             done
         done ;;
+    abtry) # decode at 4K, 32K and 128K: "bundle:LILAC_DECODE_TRY" entries of ABTRY (bundle tree = .gpubundle, base =
+        # .gpubundle-base; "-" = unset), two rounds in alternating order: a baseline binary's variants beside the tree's
+        for r in 1 2; do
+            list=${ABTRY:-tree:-}
+            [ $r = 2 ] && list=$(echo $list | tr ' ' '\n' | tac | tr '\n' ' ')
+            for v in $list; do
+                d=$B; [ "${v%%:*}" = base ] && d=.gpubundle-base
+                t=${v#*:}; [ "$t" = - ] && t=
+                echo "$v ($($d/lilac --version | head -1)), round $r" | tee -a "$OUT/abtry.log"
+                LD_LIBRARY_PATH=$PWD/$d/lib:$LD_LIBRARY_PATH LILAC_DECODE_TRY=$t timeout 150 $d/lilac bench --synthetic \
+                    --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | tee -a "$OUT/abtry.log" | grep -E "^\| [0-9]"
+            done
+        done ;;
     trysan) # the variants under the sanitizers: the engine's decode graph with all of them (4 steps at 4K, synthetic weights),
         # then the MoE one (moe_cluster_test) and the DeltaNet step (gdn_step_test) workshops
         [ -x build/kernels/moe_cluster_test ] || sh bench/kernels/build_moe_cluster.sh > "$OUT/build_moe_cluster.log" 2>&1
@@ -238,10 +258,13 @@ for l in a:
             echo "synccheck st_async_test $cfg rc=$?: $(grep -E 'SUMMARY|error' /tmp/san.log | head -2 | tr '\n' ' ')"
             cat /tmp/san.log >> "$OUT/stasync.log"
         done ;;
-    defsan) # the default decode graph under the sanitizers (4 steps at 4K, synthetic weights)
-        for tool in memcheck racecheck synccheck; do
-            timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 $B/lilac bench --synthetic --decode 4096 -n 4 --repeats 1 --no-profile > /tmp/san.log 2>&1
-            echo "$tool decode graph (default) rc=$?"; grep -E "SUMMARY" /tmp/san.log; cat /tmp/san.log >> "$OUT/defsan.log"
+    defsan) # the default decode graph under memcheck and, in the barrier form (synccheck faults on st.async in clusters
+        # of 16: stasync), synccheck, 4 steps at 4K on synthetic weights; racecheck of the whole graph passes 300 s, so the
+        # workshops carry it (moecl, gdnstep)
+        for run in "memcheck -" "synccheck none"; do
+            set -- $run; t=$2; [ "$t" = - ] && t=
+            LILAC_DECODE_TRY=$t timeout 300 compute-sanitizer --tool $1 --error-exitcode 9 $B/lilac bench --synthetic --decode 4096 -n 4 --repeats 1 --no-profile > /tmp/san.log 2>&1
+            echo "$1 decode graph (LILAC_DECODE_TRY=${t:-unset}) rc=$?"; grep -E "SUMMARY" /tmp/san.log; cat /tmp/san.log >> "$OUT/defsan.log"
         done ;;
     gputests) # every GPU test binary of the bundle, into one log; the summary lines here
         for t in $B/tests/test_gpu_*; do

@@ -84,17 +84,23 @@ cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, f
 enum { LC_GEMV_AUTO = 0, LC_GEMV_ENGINE = 1, LC_GEMV_STREAM = 2, LC_GEMV_TQ = 3 };
 int lc_gemv_kernels(void);
 void lc_gemv_set_kernels(int kernels);
-/* Decode kernel variants kept opt-in (docs/PERFORMANCE.md, "candidates"):
- * LILAC_DECODE_TRY is a comma list of the names below, or "all"; read at
- * each call (a captured graph keeps what it was captured with; tests switch
- * it).  Each gives the same floats as the default form.  A candidate that
- * moves the step and passes the sanitizers becomes the only form (xstage,
- * combine, gdnstore and gdnxchg did, 2026-12-06); one that loses goes. */
+/* Decode kernel variants (docs/PERFORMANCE.md): LILAC_DECODE_TRY is a comma
+ * list of the names below, "all", or "none"; unset or empty = the default
+ * set, LC_TRY_DEFAULT.  Read at each call (a captured graph keeps what it
+ * was captured with; tests switch it).  Each variant gives the same floats
+ * as the form without it.  A candidate written before a GPU can judge it
+ * lands here off by default; one that moves the step and passes the
+ * sanitizers becomes the only form (xstage, combine, gdnstore and gdnxchg
+ * did, 2026-12-06) or, where a tool needs the other form, the default; one
+ * that loses goes. */
 enum {
-    LC_TRY_XCHG = 1, /* "xchg": lc_moe_slots' two exchanges with st.async on mbarriers (faults under synccheck) */
-    LC_TRY_ALL = 1
+    LC_TRY_XCHG = 1, /* "xchg": lc_moe_slots' two exchanges with st.async on mbarriers */
+    LC_TRY_ALL = 1,
+    /* xchg: synccheck faults on st.async in clusters of 16 (bench/kernels/st_async_test), so it runs with "none" */
+    LC_TRY_DEFAULT = LC_TRY_XCHG
 };
 int lc_decode_try(void);
+int lc_decode_try_default(void); /* LC_TRY_DEFAULT, for the tests */
 /* The launchers note the variants they launched (lc_decode_try_note); the
  * tests ask which ran since the last reset (lc_decode_try_used(1) resets):
  * a variant that does not apply falls back to the default silently. */

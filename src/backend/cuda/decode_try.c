@@ -1,7 +1,7 @@
-/* decode_try.c — LILAC_DECODE_TRY: which of the opt-in decode kernel
- * variants run (cuda_ops.h's LC_TRY_* bits).  Read at each call: the decode
- * step is enqueued once per captured graph, and the tests switch the
- * variable between sessions. */
+/* decode_try.c — LILAC_DECODE_TRY: which decode kernel variants run
+ * (cuda_ops.h's LC_TRY_* bits; unset = LC_TRY_DEFAULT, "none" = none).
+ * Read at each call: the decode step is enqueued once per captured graph,
+ * and the tests switch the variable between sessions. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,7 @@ static const struct {
 } names[] = {
     {"xchg", LC_TRY_XCHG},
     {"all", LC_TRY_ALL},
+    {"none", 0},
 };
 
 /* The bits of a comma list; an unknown name is reported once and ignored. */
@@ -26,7 +27,7 @@ static int parse(const char *s) {
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (strlen(names[i].name) == n && strncmp(s, names[i].name, n) == 0) bits |= names[i].bit, found = 1;
         if (!found && n > 0 && !warned) {
-            fprintf(stderr, "lilac: LILAC_DECODE_TRY: unknown variant '%.*s' ignored (xchg, all)\n", (int)(n < 64 ? n : 64), s);
+            fprintf(stderr, "lilac: LILAC_DECODE_TRY: unknown variant '%.*s' ignored (xchg, all, none)\n", (int)(n < 64 ? n : 64), s);
             warned = 1;
         }
         s += n;
@@ -37,8 +38,10 @@ static int parse(const char *s) {
 
 int lc_decode_try(void) {
     const char *s = getenv("LILAC_DECODE_TRY");
-    return s ? parse(s) : 0;
+    return s && *s ? parse(s) : LC_TRY_DEFAULT;
 }
+
+int lc_decode_try_default(void) { return LC_TRY_DEFAULT; }
 
 /* Launches are enqueued by one thread at a time (a backend's stream). */
 static int g_used;

@@ -43,11 +43,14 @@
  * combine's and the DeltaNet step's changes of that day: decode 4K 698.1
  * against 661.2 tokens/s; docs/PERFORMANCE.md).
  *
- * LILAC_DECODE_TRY=xchg (cuda_ops.h; the same floats) runs both exchanges
- * by st.async on per-block mbarriers instead of the cluster barrier's
- * release: +1.1-1.3% at 4K on the H100, clean under memcheck and
- * racecheck, but compute-sanitizer's synccheck faults in it (not
- * understood yet), so it stays opt-in. */
+ * Both exchanges go by st.async on per-block mbarriers (cluster.cuh), a
+ * block waiting only for the bytes it receives, not on the cluster
+ * barrier's release (MEMBAR.ALL.GPU): H100, 2026-12-06, decode 723.6
+ * against 714.4 tokens/s at 4K, 646.5 / 639.4 at 32K.  compute-sanitizer's
+ * synccheck faults on st.async in clusters of 16 (memcheck and racecheck
+ * pass; bench/kernels/st_async_test shows it on the bare pattern, at 16
+ * blocks only), so synccheck runs the barrier form: LILAC_DECODE_TRY=none
+ * (cuda_ops.h; the same floats). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,7 +107,8 @@ __device__ unsigned long long slots_stamps[J * CS][12];
 /* grid J x CS blocks in clusters of CS; cluster j < KR: slot j of the
  * routing, cluster KR: the shared expert.  P[j][d] = w_j down_j . act_j
  * (sgate for the shared slot).  ids / w / sgate: the routing, for traces.
- * XCHG: the exchanges by st.async (LILAC_DECODE_TRY=xchg). */
+ * XCHG: the exchanges by st.async (the default; false under
+ * LILAC_DECODE_TRY=none). */
 template <bool XCHG>
 __global__ void __launch_bounds__(WARPS * 32, 2)
     moe_slots_kernel(lc_qmat R, lc_qmat gate, lc_qmat up, lc_qmat sg, lc_qmat su, lc_qmat down, lc_qmat sdown,
