@@ -583,7 +583,7 @@ static void print_stamps() {
     }
     const char *ph[] = {"entry -> release (waiting on the predecessor)", "release -> x ready (digits, norm)",
                         "x -> routed, tasks issued", "issued -> first gate/up task in", "gate/up done (block barrier)",
-                        "act exchanged (cluster barrier)", "down and store"};
+                        "act exchanged", "down and store"};
     unsigned long long r0 = ~0ull, end = 0;
     for (int b = 0; b < 9 * 16; b++) r0 = t[b][1] < r0 ? t[b][1] : r0, end = t[b][7] > end ? t[b][7] : end;
     printf("  lc_moe_slots phases, last launch (us, mean over blocks: routed slots / shared slot):\n");
