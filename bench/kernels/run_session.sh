@@ -226,6 +226,7 @@ for l in a:
         done ;;
     abtry) # decode at 4K, 32K and 128K: "bundle:LILAC_DECODE_TRY" entries of ABTRY (bundle tree = .gpubundle, base =
         # .gpubundle-base; "-" = unset), two rounds in alternating order: a baseline binary's variants beside the tree's
+        [ -x .gpubundle-base/lilac ] || [ ! -f .gpubundle-base.tgz ] || tar -xzf .gpubundle-base.tgz
         for r in 1 2; do
             list=${ABTRY:-tree:-}
             [ $r = 2 ] && list=$(echo $list | tr ' ' '\n' | tac | tr '\n' ' ')

@@ -304,8 +304,7 @@ int lc_moe_slots_ok(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, co
                     const lc_qmat *down, const lc_qmat *sh_down, int K);
 cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
                          const lc_qmat *down, const lc_qmat *sh_down, float *h, const float *norm_w, float eps, float *P,
-                         int32_t *ids, float *w, float *sgate, const lc_ctrl *ctrl,
-                         cudaStream_t st);
+                         int32_t *ids, float *w, float *sgate, const lc_ctrl *ctrl, cudaStream_t st);
 cudaError_t lc_moe_slots_combine(const float *P, float *h, int early, const lc_ctrl *ctrl, cudaStream_t st);
 /* Prefill: groups the T*K (token, expert) slots by expert. */
 typedef struct {

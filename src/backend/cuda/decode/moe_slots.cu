@@ -19,9 +19,9 @@
  *     computes only the shared expert's gate row.
  *   - gate/up -> down: block `rank` computes act rows [32 rank, 32 rank + 32)
  *     from two tasks a warp (gemv_ring.cuh's tiles: u8 codes x s8 digits of
- *     x on mma.m16n8k32), sends them to the cluster's 16 blocks, and after
- *     one cluster barrier computes down rows [128 rank, 128 rank + 128) from
- *     the task requested while the gate/up ran.
+ *     x on mma.m16n8k32), sends them to the cluster's 16 blocks, and once
+ *     all 512 have arrived computes down rows [128 rank, 128 rank + 128)
+ *     from the task requested while the gate/up ran.
  * x enters as digits of h * norm_w per warp slice (the RMSNorm factor,
  * which the router's block load computes, multiplies the sums).
  *
