@@ -212,11 +212,13 @@ for l in a:
             fi
         done
         echo "trysmoke: ran:$ok"; echo "$ok" > /tmp/try_ok ;;
-    tryab) # decode at 4K, 32K and 128K: the default against each LILAC_DECODE_TRY variant alone and all of them together,
-        # same binary, two rounds in alternating order; the variants trysmoke ran (TRY_LIST overrides; "-" = the default)
+    tryab) # decode at 4K, 32K and 128K: the default against none, each LILAC_DECODE_TRY variant alone and all of them
+        # together, same binary, two rounds in alternating order; the variants trysmoke ran (TRY_LIST overrides all but the
+        # default, "-")
         ok=$(cat /tmp/try_ok 2>/dev/null || echo ${TRY_NAMES:-xchg})
         for r in 1 2; do
-            list="- ${TRY_LIST:-$ok $(echo $ok | tr ' ' ',')}"
+            all=; [ "$(echo $ok | wc -w)" -gt 1 ] && all=$(echo $ok | tr ' ' ',')
+            list="- ${TRY_LIST:-none $ok $all}"
             [ $r = 2 ] && list=$(echo $list | tr ' ' '\n' | tac | tr '\n' ' ')
             for v in $list; do
                 t=$v; [ "$v" = - ] && t=
