@@ -6,11 +6,8 @@
 # registers and spills of the kernels it times (full ptxas log:
 # build/kernels/moe_cluster_test.ptxas).
 set -e
-mkdir -p build/kernels
-nvcc -O3 -std=c++17 -Iinclude -Isrc -gencode arch=compute_90a,code=sm_90a -lineinfo -Xptxas -v -DLC_MOE_SLOTS_STAMPS ${NVFLAGS:-} \
-    -Xcompiler -Wall,-Wextra bench/kernels/moe_cluster_test.cu src/backend/cuda/decode/moe.cu src/backend/cuda/decode/moe_slots.cu src/backend/cuda/decode/gemv.cu \
-    src/backend/cuda/fill.cu src/backend/cuda/decode_try.c \
-    -o build/kernels/moe_cluster_test 2> build/kernels/moe_cluster_test.ptxas || { cat build/kernels/moe_cluster_test.ptxas; exit 1; }
-grep -E "warning" build/kernels/moe_cluster_test.ptxas || true
-sh bench/kernels/ptxas_regs.sh build/kernels/moe_cluster_test.ptxas 'moe_cluster|combine|tq_gate_up<4, false>|tq_down<1>|router_cluster_kernel<8, 4, 32>|router_kernel<8, 4, 32>|moe_slots|route_z|make_M|ring_gemv<4096, true>'
+sh bench/kernels/nvcc_workshop.sh moe_cluster_test \
+    'moe_cluster|combine|tq_gate_up<4, false>|tq_down<1>|router_cluster_kernel<8, 4, 32>|router_kernel<8, 4, 32>|moe_slots|route_z|make_M|ring_gemv<4096, true>' \
+    -DLC_MOE_SLOTS_STAMPS bench/kernels/moe_cluster_test.cu src/backend/cuda/decode/moe.cu src/backend/cuda/decode/moe_slots.cu \
+    src/backend/cuda/decode/gemv.cu src/backend/cuda/fill.cu src/backend/cuda/decode_try.c
 echo "built build/kernels/moe_cluster_test (run: build/kernels/moe_cluster_test [--quick])"

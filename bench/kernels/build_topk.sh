@@ -4,10 +4,5 @@
 # repository root.  Prints registers and spills (full ptxas log:
 # build/kernels/topk_test.ptxas).
 set -e
-mkdir -p build/kernels
-nvcc -O3 -std=c++17 -Iinclude -Isrc -gencode arch=compute_90a,code=sm_90a -lineinfo -Xptxas -v ${NVFLAGS:-} \
-    -Xcompiler -Wall,-Wextra bench/kernels/topk_test.cu \
-    -o build/kernels/topk_test 2> build/kernels/topk_test.ptxas || { cat build/kernels/topk_test.ptxas; exit 1; }
-grep -E "warning" build/kernels/topk_test.ptxas || true
-sh bench/kernels/ptxas_regs.sh build/kernels/topk_test.ptxas 'topk_kernel'
+sh bench/kernels/nvcc_workshop.sh topk_test 'topk_kernel' bench/kernels/topk_test.cu
 echo "built build/kernels/topk_test (run: build/kernels/topk_test [--quick])"

@@ -193,44 +193,13 @@ for l in a:
             LILAC_MOE=split LILAC_GATE_UP=xw timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate > "$OUT/${tool}_next.log" 2>&1
             echo "$tool next rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_next.log"
         done ;;
-    abdec) # decode at 4K, 32K and 128K: the working tree's lilac against a baseline's (tools/gpu_bundle_rev.sh REV,
-        # carried as .gpubundle-base.tgz), alternating binaries so a drift of the machine shows in both
-        [ -x .gpubundle-base/lilac ] || tar -xzf .gpubundle-base.tgz || { echo "abdec: no .gpubundle-base.tgz"; continue; }
-        for r in 1 2; do for v in base tree; do
-            d=$B; [ $v = base ] && d=.gpubundle-base
-            echo "$v ($($d/lilac --version | head -1)), round $r"
-            LD_LIBRARY_PATH=$PWD/$d/lib:$LD_LIBRARY_PATH timeout 150 $d/lilac bench --synthetic --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | tee "$OUT/bench_ab_${v}_$r.txt" | grep -E "^\| [0-9]"
-        done; done ;;
-    trysmoke) # each LILAC_DECODE_TRY variant once, briefly, before anything long runs it (a hang or a fault costs 60 s,
-        # not a call): the list that ran goes to /tmp/try_ok for tryab
-        ok=""
-        for v in ${TRY_NAMES:-xchg}; do
-            if LILAC_DECODE_TRY=$v timeout 60 $B/lilac bench --synthetic --decode 4096 -n 32 --repeats 1 --no-profile >> "$OUT/trysmoke.log" 2>&1; then
-                ok="$ok $v"
-            else
-                echo "trysmoke: $v failed (rc=$?)"
-            fi
-        done
-        echo "trysmoke: ran:$ok"; echo "$ok" > /tmp/try_ok ;;
-    tryab) # decode at 4K, 32K and 128K: the default against none, each LILAC_DECODE_TRY variant alone and all of them
-        # together, same binary, two rounds in alternating order; the variants trysmoke ran (TRY_LIST overrides all but the
-        # default, "-")
-        ok=$(cat /tmp/try_ok 2>/dev/null || echo ${TRY_NAMES:-xchg})
-        for r in 1 2; do
-            all=; [ "$(echo $ok | wc -w)" -gt 1 ] && all=$(echo $ok | tr ' ' ',')
-            list="- ${TRY_LIST:-none $ok $all}"
-            [ $r = 2 ] && list=$(echo $list | tr ' ' '\n' | tac | tr '\n' ' ')
-            for v in $list; do
-                t=$v; [ "$v" = - ] && t=
-                echo "LILAC_DECODE_TRY=${t:-(unset)}, round $r" | tee -a "$OUT/tryab.log"
-                LILAC_DECODE_TRY=$t timeout 150 $B/lilac bench --synthetic --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | tee -a "$OUT/tryab.log" | grep -E "^\| [0-9]"
-            done
-        done ;;
-    abtry) # decode at 4K, 32K and 128K: "bundle:LILAC_DECODE_TRY" entries of ABTRY (bundle tree = .gpubundle, base =
-        # .gpubundle-base; "-" = unset), two rounds in alternating order: a baseline binary's variants beside the tree's
+    abdec|abtry) # decode at 4K, 32K and 128K: "bundle:LILAC_DECODE_TRY" entries of ABTRY (bundle tree = .gpubundle,
+        # base = .gpubundle-base from tools/gpu_bundle_rev.sh; "-" = unset), two rounds in alternating order, so a drift
+        # of the machine shows in both: by default the baseline's lilac against the tree's
         [ -x .gpubundle-base/lilac ] || [ ! -f .gpubundle-base.tgz ] || tar -xzf .gpubundle-base.tgz
+        case " ${ABTRY:-base:-} " in *" base:"*) [ -x .gpubundle-base/lilac ] || { echo "$s: no baseline bundle"; continue; } ;; esac
         for r in 1 2; do
-            list=${ABTRY:-tree:-}
+            list=${ABTRY:-base:- tree:-}
             [ $r = 2 ] && list=$(echo $list | tr ' ' '\n' | tac | tr '\n' ' ')
             for v in $list; do
                 d=$B; [ "${v%%:*}" = base ] && d=.gpubundle-base
