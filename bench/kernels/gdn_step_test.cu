@@ -1,5 +1,5 @@
 /* gdn_step_test.cu — workshop for the decode Gated DeltaNet step (issue 14):
- * lc_gdn's split form (a value head over a cluster of 4 or 8 blocks,
+ * lc_gdn's split form (a value head over a cluster of 2, 4 or 8 blocks,
  * decode/gdn_step.cu) against its block form (a block per value head, the
  * executable spec) and a CPU fp64 reference of spec §6, on the real shape
  * (16 key / 32 value heads, dim 128, conv 4).
@@ -40,8 +40,8 @@
 static const int HK = 16, HV = 32, D = 128, KC = 4;
 static const int KD = HK * D, C = 2 * KD + HV * D, VD = HV * D, WIDTH = C + VD + 2 * HV, LDP = WIDTH + 64;
 static const int TMAX = 64, ROWS = 96; /* longest call; proj rows generated */
-static const int NFORM = 3, FORMS[NFORM] = {0, 4, 8};
-static const char *FORM_NAME[NFORM] = {"block", "split4", "split8"};
+static const int NFORM = 4, FORMS[NFORM] = {0, 4, 8, 2};
+static const char *FORM_NAME[NFORM] = {"block", "split4", "split8", "split2"};
 static const float SENTINEL = 12345.0f;
 static const double TOL_OUT = 1e-4, TOL_STATE = 1e-4;
 
@@ -266,7 +266,7 @@ int main(int argc, char **argv) {
         CK(cudaMalloc(&fb[f].ctrl, sizeof(lc_ctrl)));
     }
     lc_gdn_step_force(-1);
-    printf("default form at T=1: %d, at T=64: %d, at T=65: %d (0 = block, 4/8 = split over clusters of 4/8)\n",
+    printf("default form at T=1: %d, at T=64: %d, at T=65: %d (0 = block, 2/4/8 = split over clusters of 2/4/8)\n",
            lc_gdn_step_form(&p, 1), lc_gdn_step_form(&p, 64), lc_gdn_step_form(&p, 65));
 
     /* T=1 steps, state and window carried, flip toggled */

@@ -45,7 +45,10 @@
  * the router inside), the latter checked against the former (same ids, h
  * within 1e-4 of max |h|), and the phases of lc_moe_slots' last launch
  * from its global-timer stamps (build_moe_cluster.sh compiles moe_slots.cu
- * with LC_MOE_SLOTS_STAMPS).  H200 runs: docs/PERFORMANCE.md.
+ * with LC_MOE_SLOTS_STAMPS), per cluster too, with each block's SM.  First
+ * of all it prints how many clusters of 2-16 blocks the GPU holds at one
+ * and at two blocks an SM (the GPCs decide: 7 of 16 at one on the H100).
+ * Runs: docs/PERFORMANCE.md.
  *
  * Last, a layer's out_proj and MoE: the engine's out_proj -> lc_moe_slots
  * -> sum against the early routing (namespace early: the ids chosen from h
@@ -574,10 +577,11 @@ static void compare_pair(moe &m, int v0, const char *const names[2], int width, 
 /* moe_slots.cu's phase stamps of the last launch (built with LC_MOE_SLOTS_STAMPS):
  * per phase, the mean time from the block's previous stamp, routed and shared
  * slots apart, and the span from the first release to the last store */
-extern "C" cudaError_t lc_moe_slots_stamps(unsigned long long *out);
+extern "C" int lc_moe_slots_stamps(unsigned long long *out);
 static void print_stamps() {
-    static unsigned long long t[9 * 16][12];
-    if (lc_moe_slots_stamps(&t[0][0])) {
+    static unsigned long long t[9 * 16][13];
+    const int cs = lc_moe_slots_stamps(&t[0][0]), nb = 9 * cs, nr = 8 * cs; /* cluster size; blocks, routed blocks */
+    if (!cs) {
         (void)cudaGetLastError();
         return;
     }
@@ -585,23 +589,59 @@ static void print_stamps() {
                         "x -> routed, tasks issued", "issued -> first gate/up task in", "gate/up done (block barrier)",
                         "act exchanged", "down and store"};
     unsigned long long r0 = ~0ull, end = 0;
-    for (int b = 0; b < 9 * 16; b++) r0 = t[b][1] < r0 ? t[b][1] : r0, end = t[b][7] > end ? t[b][7] : end;
+    for (int b = 0; b < nb; b++) r0 = t[b][1] < r0 ? t[b][1] : r0, end = t[b][7] > end ? t[b][7] : end;
     printf("  lc_moe_slots phases, last launch (us, mean over blocks: routed slots / shared slot):\n");
     for (int p = 1; p < 8; p++) {
         double a = 0, b = 0;
-        for (int q = 0; q < 9 * 16; q++) (q < 8 * 16 ? a : b) += (double)(t[q][p] - t[q][p - 1]) / 1e3;
-        printf("    %-48s %6.2f / %6.2f\n", ph[p - 1], a / 128, b / 16);
+        for (int q = 0; q < nb; q++) (q < nr ? a : b) += (double)(t[q][p] - t[q][p - 1]) / 1e3;
+        printf("    %-48s %6.2f / %6.2f\n", ph[p - 1], a / nr, b / cs);
     }
     const char *rp[] = {"x -> router dots done", "-> start barrier passed", "-> logits exchanged", "-> top-K done", "-> tasks issued"};
     const int ri[] = {2, 8, 9, 10, 11, 3};
     for (int p = 0; p < 5; p++) {
         double a = 0;
-        for (int q = 0; q < 8 * 16; q++) a += (double)(t[q][ri[p + 1]] - t[q][ri[p]]) / 1e3;
-        printf("      routed: %-40s %6.2f\n", rp[p], a / 128);
+        for (int q = 0; q < nr; q++) a += (double)(t[q][ri[p + 1]] - t[q][ri[p]]) / 1e3;
+        printf("      routed: %-40s %6.2f\n", rp[p], a / nr);
     }
     double lr = 0; /* the last routed block's ids */
-    for (int q = 0; q < 8 * 16; q++) lr = fmax(lr, (double)(t[q][3] - r0) / 1e3);
+    for (int q = 0; q < nr; q++) lr = fmax(lr, (double)(t[q][3] - r0) / 1e3);
     printf("    first release -> last store: %.2f us; first release -> last block routed: %.2f us\n", (double)(end - r0) / 1e3, lr);
+    /* where the tail comes from: per cluster, from the first release (us), and the blocks that share their SM */
+    int on_sm[1024] = {0};
+    for (int b = 0; b < nb; b++) on_sm[t[b][12] & 1023]++;
+    printf("    per cluster (from the first release, us): entry min..max, release max, routed max, act max, end min..max, blocks "
+           "sharing an SM; SMs\n");
+    for (int c = 0; c < 9; c++) {
+        double e0 = 1e9, e1 = -1e9, rl = 0, ro = 0, ac = 0, n0 = 1e9, n1 = 0;
+        int shared = 0;
+        char sms[256];
+        int o = 0;
+        for (int q = c * cs; q < c * cs + cs; q++) {
+            const double e = ((double)t[q][0] - (double)r0) / 1e3;
+            e0 = fmin(e0, e), e1 = fmax(e1, e);
+            rl = fmax(rl, ((double)t[q][1] - (double)r0) / 1e3), ro = fmax(ro, ((double)t[q][3] - (double)r0) / 1e3);
+            ac = fmax(ac, ((double)t[q][6] - (double)r0) / 1e3);
+            n0 = fmin(n0, ((double)t[q][7] - (double)r0) / 1e3), n1 = fmax(n1, ((double)t[q][7] - (double)r0) / 1e3);
+            shared += on_sm[t[q][12] & 1023] > 1;
+            o += snprintf(sms + o, sizeof sms - (size_t)o, "%s%llu", q == c * cs ? "" : ",", t[q][12]);
+        }
+        printf("    %d%s  %5.2f..%5.2f  %5.2f  %5.2f  %5.2f  %5.2f..%5.2f  %2d  %s\n", c, c == 8 ? "s" : " ", e0, e1, rl, ro, ac,
+               n0, n1, shared, sms);
+    }
+}
+
+/* how the GPU places clusters of 16: how many fit with one block an SM (the GPCs with 16 SMs or more) and two */
+__global__ void probe_kernel(int *p) {
+    if (p) p[0] = 0;
+}
+static void print_cluster_fit() {
+    CK(cudaFuncSetAttribute(probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    CK(cudaFuncSetAttribute(probe_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    for (int ns = 2; ns <= 16; ns *= 2) {
+        const int one = cluster_count(probe_kernel, ns, 8 * ns, 256, 200 * 1024);
+        const int two = cluster_count(probe_kernel, ns, 8 * ns, 256, 100 * 1024);
+        printf("clusters of %2d resident at once: %3d at one block an SM (%3d SMs), %3d at two\n", ns, one, one * ns, two);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -615,6 +655,7 @@ int main(int argc, char **argv) {
     if (moe_cluster::max_clusters() < moe_cluster::J)
         printf("note: fewer than %d clusters resident at once: the kernel runs in more than one wave\n", moe_cluster::J);
 
+    print_cluster_fit();
     check_router(g_quick ? 2 : 16);
 
     moe m = {};

@@ -282,9 +282,9 @@ static void test_gpu_vs_cpu_real_width(void) {
      * for the comparison to mean anything (else the variants are held to
      * the tolerance only, and the test says so) */
     /* "none": no variant (the forms the sanitizers that cannot follow a variant run) */
-    static const char *const cands[] = {"", "none", "xchg", "all"};
+    static const char *const cands[] = {"", "none", "xchg", "c8", "topk1", "all"};
     /* the launches each must show (cuda_ops.h's LC_TRY_* bits): "" the default set, checked below */
-    static const int expect[] = {0, 0, 1, 1};
+    static const int expect[] = {0, 0, 1, 2, 4, 7};
     enum { NTRY = sizeof cands / sizeof cands[0] };
     float *rows0 = b ? malloc((size_t)16 * Vr * sizeof(float)) : NULL;
     for (int form = 0; rows0 && form < 2 + NTRY; form++) {

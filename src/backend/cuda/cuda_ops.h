@@ -94,10 +94,14 @@ void lc_gemv_set_kernels(int kernels);
  * did, 2026-12-06) or, where a tool needs the other form, the default; one
  * that loses goes. */
 enum {
-    LC_TRY_XCHG = 1, /* "xchg": lc_moe_slots' two exchanges with st.async on mbarriers */
-    LC_TRY_ALL = 1,
-    /* xchg: synccheck faults on st.async in clusters of 16 (bench/kernels/st_async_test), so it runs with "none" */
-    LC_TRY_DEFAULT = LC_TRY_XCHG
+    LC_TRY_XCHG = 1,  /* "xchg": lc_moe_slots' two exchanges with st.async on mbarriers */
+    LC_TRY_C8 = 2,    /* "c8": lc_moe_slots in clusters of 8 blocks of 16 warps, one block an SM (not 16 of 8) */
+    LC_TRY_TOPK1 = 4, /* "topk1": lc_moe_slots' top-K by one warp a block, then a block barrier (not by every warp) */
+    LC_TRY_ALL = 7,
+    /* "none" runs lc_moe_slots' first form (clusters of 16, every warp routing, cluster barriers): synccheck faults
+     * on st.async in clusters of 16 (bench/kernels/st_async_test); c8 and topk1 (2026-12-06) are the default beside
+     * xchg until one session has judged the forms' code worth keeping */
+    LC_TRY_DEFAULT = LC_TRY_XCHG | LC_TRY_C8 | LC_TRY_TOPK1
 };
 int lc_decode_try(void);
 int lc_decode_try_default(void); /* LC_TRY_DEFAULT, for the tests */
@@ -205,11 +209,11 @@ typedef struct {
  * [Hv, dk, dv] (fp32), and the gated RMSNorm; writes out [T, Hv*dv]. */
 cudaError_t lc_gdn(const lc_gdn_params *p, const float *proj, int ldp, int T, float *conv_state, float *state, float *out,
                    const lc_ctrl *ctrl, cudaStream_t st);
-/* lc_gdn's form for p and T: 0 = a block per value head, 4 or 8 = a value head
- * split over a cluster of that many blocks (decode/gdn_step.cu: T <= 64 on sm_90,
- * dk = dv = 128, K = 4; clusters of 4 by default, LILAC_GDN_STEP=block | split8 for the
- * others).  lc_gdn_step_force(form)
- * overrides it (0, 4, 8; anything else = back to the default): the workshops. */
+/* lc_gdn's form for p and T: 0 = a block per value head, 2, 4 or 8 = a value
+ * head split over a cluster of that many blocks (decode/gdn_step.cu: T <= 64 on
+ * sm_90, dk = dv = 128, K = 4; clusters of 2 by default, LILAC_GDN_STEP=block |
+ * split4 | split8 for the others).  lc_gdn_step_force(form) overrides it (0, 2,
+ * 4, 8; anything else = back to the default): the workshops. */
 int lc_gdn_step_form(const lc_gdn_params *p, int T);
 void lc_gdn_step_force(int form);
 /* Prefill form of lc_gdn (prefill/gdn_chunk.cu): the same inputs, outputs

@@ -91,17 +91,22 @@ __device__ __forceinline__ float chunk_fma(const uint4 q, const float *xv, uint1
  * RMSNorm(x) * norm_w; block 0 also writes it to xn_out when set.  Every
  * thread of the block must call this (it has a barrier).  Returns the
  * RMSNorm factor (1 without norm_w).  x_share holds its pieces apart, for a
- * caller that loads norm_w early or uses x before it is normalised. */
-template <int COLS>
-struct x_share { /* a thread's float4s k = threadIdx.x + i blockDim.x of x (v) and norm_w (wv), k < COLS / 4 */
+ * caller that loads norm_w early or uses x before it is normalised; with
+ * NTH, only the block's first NTH threads hold float4s (strided by NTH), so
+ * a larger block sums x^2 in the order of a block of NTH threads (moe_slots.cu's
+ * two shapes give the same floats); NTH = 0: all blockDim.x threads. */
+template <int COLS, int NTH = 0>
+struct x_share { /* a thread's float4s k = threadIdx.x + i stride of x (v) and norm_w (wv), k < COLS / 4 */
     static constexpr int NV = COLS / 4, PER = (NV + 127) / 128; /* blocks have at least 128 threads */
+    static __device__ __forceinline__ int stride() { return NTH ? NTH : (int)blockDim.x; }
+    static __device__ __forceinline__ bool holds() { return NTH == 0 || (int)threadIdx.x < NTH; }
     float4 v[PER], wv[PER];
 
     __device__ __forceinline__ void load_norm(const float *__restrict__ norm_w) {
 #pragma unroll
         for (int i = 0; i < PER; i++) {
-            const int k = threadIdx.x + i * blockDim.x;
-            if (k < NV) wv[i] = reinterpret_cast<const float4 *>(norm_w)[k];
+            const int k = threadIdx.x + i * stride();
+            if (holds() && k < NV) wv[i] = reinterpret_cast<const float4 *>(norm_w)[k];
         }
     }
     /* x, and norm_w unless w_loaded (load_norm); returns the share of sum x^2 when norm_w is set (else 0) */
@@ -109,8 +114,8 @@ struct x_share { /* a thread's float4s k = threadIdx.x + i blockDim.x of x (v) a
         float ss = 0.0f;
 #pragma unroll
         for (int i = 0; i < PER; i++) {
-            const int k = threadIdx.x + i * blockDim.x;
-            if (k < NV) {
+            const int k = threadIdx.x + i * stride();
+            if (holds() && k < NV) {
                 v[i] = reinterpret_cast<const float4 *>(x)[k];
                 if (norm_w) {
                     if (!w_loaded) wv[i] = reinterpret_cast<const float4 *>(norm_w)[k];
@@ -126,8 +131,9 @@ struct x_share { /* a thread's float4s k = threadIdx.x + i blockDim.x of x (v) a
     __device__ __forceinline__ void stage(float4 *xs4) const {
 #pragma unroll
         for (int i = 0; i < PER; i++) {
-            const int k = threadIdx.x + i * blockDim.x;
-            if (k < NV) xs4[slot(k, EPC)] = make_float4(v[i].x * wv[i].x, v[i].y * wv[i].y, v[i].z * wv[i].z, v[i].w * wv[i].w);
+            const int k = threadIdx.x + i * stride();
+            if (holds() && k < NV)
+                xs4[slot(k, EPC)] = make_float4(v[i].x * wv[i].x, v[i].y * wv[i].y, v[i].z * wv[i].z, v[i].w * wv[i].w);
         }
     }
     /* x (times rr * norm_w when norm) into the swizzled layout, then the chunk sums: two barriers */
@@ -136,8 +142,8 @@ struct x_share { /* a thread's float4s k = threadIdx.x + i blockDim.x of x (v) a
         constexpr int F4 = EPC / 4, NCH = COLS / EPC;
 #pragma unroll
         for (int i = 0; i < PER; i++) {
-            const int k = threadIdx.x + i * blockDim.x;
-            if (k < NV) {
+            const int k = threadIdx.x + i * stride();
+            if (holds() && k < NV) {
                 float4 a = v[i];
                 if (norm) a = make_float4(a.x * rr * wv[i].x, a.y * rr * wv[i].y, a.z * rr * wv[i].z, a.w * rr * wv[i].w);
                 xs4[slot(k, EPC)] = a;

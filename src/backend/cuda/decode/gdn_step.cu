@@ -245,10 +245,14 @@ __global__ void __launch_bounds__(THREADS) gdn_split_kernel(lc_gdn_params p, con
 
 } // namespace
 
-/* Which form lc_gdn runs: 0 = block per head, NS (4, 8) = split over clusters
- * of NS blocks.  LILAC_GDN_STEP (read once): "split" = clusters of 4, "split8"
- * = clusters of 8, "block" = the block form; unset or anything else = clusters
- * of 4 where the split form is supported.  H200, 6dc239e: gdn_step_test 6.21
+/* Which form lc_gdn runs: 0 = block per head, NS (2, 4, 8) = split over
+ * clusters of NS blocks.  LILAC_GDN_STEP (read once): "split4" (or "split")
+ * / "split8" = clusters of 4 / 8, "block" = the block form; unset or anything else =
+ * clusters of 2 where the split form is supported.  Clusters of 2 since
+ * 2026-12-06: the GPU places 64 of them one block an SM, while only 30 of
+ * the 32 clusters of 4 get SMs of their own (H100: gdn_step_test 3.56
+ * against 5.06 us a layer, decode at 4K 738.0 against 722.5 tokens/s;
+ * docs/PERFORMANCE.md).  H200, 6dc239e: gdn_step_test 6.21
  * (block) / 5.52 (split4) / 9.25 (split8) us per layer, decode at 4K 529.4 /
  * 543.4 / 509.9 tokens/s (lilac bench, LILAC_GDN_STEP=block|split|split8).
  * lc_gdn_step_force overrides (the workshop). */
@@ -256,11 +260,14 @@ static int g_step = -1;
 static int step_form(void) {
     if (g_step < 0) {
         const char *s = getenv("LILAC_GDN_STEP");
-        g_step = s && strcmp(s, "block") == 0 ? 0 : s && strcmp(s, "split8") == 0 ? 8 : 4;
+        g_step = s && strcmp(s, "block") == 0    ? 0
+                 : s && strcmp(s, "split8") == 0 ? 8
+                 : s && (strcmp(s, "split4") == 0 || strcmp(s, "split") == 0) ? 4
+                                                 : 2;
     }
     return g_step;
 }
-extern "C" void lc_gdn_step_force(int form) { g_step = form == 0 || form == 4 || form == 8 ? form : -1; }
+extern "C" void lc_gdn_step_force(int form) { g_step = form == 0 || form == 2 || form == 4 || form == 8 ? form : -1; }
 
 /* Calls of at most this many tokens take the split form (decode, short
  * chunks); longer ones keep the block form, the reference the chunked prefill
@@ -268,7 +275,9 @@ extern "C" void lc_gdn_step_force(int form) { g_step = form == 0 || form == 4 ||
 #define SPLIT_MAX_T 64
 
 using split_fn = void (*)(lc_gdn_params, const float *, int, int, float *, float *, float *, const lc_ctrl *);
-static split_fn split_kernel(int ns) { return ns == 8 ? gdn_split::gdn_split_kernel<8> : gdn_split::gdn_split_kernel<4>; }
+static split_fn split_kernel(int ns) {
+    return ns == 8 ? gdn_split::gdn_split_kernel<8> : ns == 2 ? gdn_split::gdn_split_kernel<2> : gdn_split::gdn_split_kernel<4>;
+}
 
 /* Whether the split form with clusters of ns can run here: the shape it is
  * written for and cluster.cuh's cluster_fits, probed once per device and
@@ -276,10 +285,10 @@ static split_fn split_kernel(int ns) { return ns == 8 ? gdn_split::gdn_split_ker
 static bool split_ok(const lc_gdn_params *p, int ns) {
     if (p->K != gdn_split::KC || p->dk != gdn_split::D || p->dv != gdn_split::D || p->Hk < 1 || p->Hv % p->Hk)
         return false;
-    static signed char ok[64][2]; /* 0 unknown, 1 yes, -1 no; [device][ns == 8] */
+    static signed char ok[64][3]; /* 0 unknown, 1 yes, -1 no; [device][ns 2, 4, 8] */
     int dev = 0;
     if (cudaGetDevice(&dev)) return false;
-    signed char *o = &ok[dev & 63][ns == 8];
+    signed char *o = &ok[dev & 63][ns == 2 ? 0 : ns == 4 ? 1 : 2];
     if (*o == 0) *o = cluster_fits(split_kernel(ns), (unsigned)ns, (unsigned)(p->Hv * ns), gdn_split::THREADS) ? 1 : -1;
     return *o > 0;
 }

@@ -1,5 +1,6 @@
 /* moe_slots.cu — the decode MoE block (spec §7) as one kernel: a cluster of
- * 16 blocks per expert slot (8 routed + the shared expert) routes, runs the
+ * blocks per expert slot (8 routed + the shared expert; 8 blocks by default,
+ * 16 before 2026-12-06: see the end of this comment) routes, runs the
  * slot's gate/up with SwiGLU and its down, and stores the slot's weighted
  * share of the output; a small kernel adds the nine shares to h in slot
  * order (deterministic).  moe.cu's three kernels (router, gate/up, down) are
@@ -10,18 +11,19 @@
  * each mostly the dependent chain after its predecessor's end (the release,
  * the trip of ids / activations through L2, the block prologue).  Here the
  * joins stay inside a cluster, in distributed shared memory:
- *   - routing: every routed cluster computes all 256 expert logits, 16 per
- *     block, with the router's weights requested before the predecessor
- *     ends, and broadcasts them to its 16 blocks; each warp then routes by
- *     itself (moe_route.cuh's topk_warp: the router kernels' sums and order,
- *     so the same experts) and takes its slot's expert.  The shared slot
- *     skips routing (its gate/up codes are requested before the wait) and
- *     computes only the shared expert's gate row.
- *   - gate/up -> down: block `rank` computes act rows [32 rank, 32 rank + 32)
- *     from two tasks a warp (gemv_ring.cuh's tiles: u8 codes x s8 digits of
- *     x on mma.m16n8k32), sends them to the cluster's 16 blocks, and once
- *     all 512 have arrived computes down rows [128 rank, 128 rank + 128)
- *     from the task requested while the gate/up ran.
+ *   - routing: every routed cluster computes all 256 expert logits, 256 / CS
+ *     per block, with the router's weights requested before the predecessor
+ *     ends, and broadcasts them to its CS blocks; then each block routes
+ *     (moe_route.cuh's topk_warp: the router kernels' sums and order, so the
+ *     same experts; one warp, or each warp by itself without topk1) and
+ *     takes its slot's expert.  The shared slot skips routing (its gate/up
+ *     codes are requested before the wait) and computes only the shared
+ *     expert's gate row.
+ *   - gate/up -> down: block `rank` computes act rows [AR rank, AR rank +
+ *     AR) from two tasks a warp (gemv_ring.cuh's tiles: u8 codes x s8 digits
+ *     of x on mma.m16n8k32), sends them to the cluster's blocks, and once
+ *     all 512 have arrived computes down rows [DR rank, DR rank + DR) from
+ *     the task requested while the gate/up ran (shape_of: CS, AR, DR).
  * x enters as digits of h * norm_w per warp slice (the RMSNorm factor,
  * which the router's block load computes, multiplies the sums).
  *
@@ -50,7 +52,18 @@
  * synccheck faults on st.async in clusters of 16 (memcheck and racecheck
  * pass; bench/kernels/st_async_test shows it on the bare pattern, at 16
  * blocks only), so synccheck runs the barrier form: LILAC_DECODE_TRY=none
- * (cuda_ops.h; the same floats). */
+ * (cuda_ops.h; the same floats).
+ *
+ * Clusters of 8 blocks of 16 warps, one block an SM (shape_of; "c8"), and
+ * the top-K by one warp a block ("topk1"), the default since 2026-12-06.
+ * The H100 places only 7 clusters of 16 one block an SM (GPCs), so 4 of the
+ * 9 clusters shared 16 SMs pairwise and ended ~4.8 us after the others
+ * while 20 SMs idled (moe_cluster_test's per-cluster stamps); 9 clusters of
+ * 8 get SMs of their own.  Their 16 warps would each route by themselves,
+ * twice an SM's work of the 8-warp form, so one warp routes and a block
+ * barrier shares its choice.  H100, one binary, decode 760.3 against 740.0
+ * tokens/s at 4K, 670.7 / 655.5 at 32K, 466.6 / 459.8 at 128K
+ * (docs/PERFORMANCE.md). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,40 +77,54 @@ namespace {
 using gemv_ring::NSP;
 using gemv_ring::S;
 using gemv_ring::TASK;
-using gemv_ring::WARPS;
 using gemv_stream::cp_commit;
 using gemv_stream::cp_wait;
 using gemv_tq::SLOTS;
 using RQ = qdot<8, 4, 32>; /* the router: 8-bit rows of 2048, a warp a row */
 
-constexpr int CS = 16, I = 512, D = 2048, E = 256, KR = 8, J = KR + 1; /* blocks a slot, expert inner, hidden, experts, top-K, slots */
-constexpr int AR = I / CS, DR = D / CS, RP = E / (CS * WARPS);          /* act rows, down rows, router rows a warp */
-static_assert(AR == 32 && DR == WARPS * 16 && RP * CS * WARPS == E, "block = 2 act row blocks x {gate, up} x 4 K slices");
+constexpr int I = 512, D = 2048, E = 256, KR = 8, J = KR + 1; /* expert inner, hidden, experts, top-K, slots */
 constexpr int BFW = (NSP + 1) * 2 * SLOTS; /* one warp's digits of a 512-input slice and the zero span (uint4) */
 
-/* dynamic shared memory, in bytes from the start */
-constexpr size_t O_BF = (size_t)WARPS * S * TASK;          /* rings: 2 tasks a warp */
-constexpr size_t O_XS4 = O_BF + (size_t)WARPS * BFW * 16;  /* the router's x, swizzled (float4) */
-constexpr size_t O_XS = O_XS4 + (size_t)D * 4;             /* per warp: its digits' group scales */
-constexpr size_t O_GU = O_XS + WARPS * 8 * 4;              /* gate/up sums [mat][row block][slice][16] */
-constexpr size_t O_ACT = O_GU + 2 * 2 * 4 * 16 * 4;        /* the slot's 512 activations */
-constexpr size_t O_XCS = O_ACT + I * 4;                    /* the router's x chunk sums */
-constexpr size_t O_SCR = O_XCS + D / RQ::EPC * 4;          /* block reductions */
-constexpr size_t O_LG = O_SCR + 32 * 4;                    /* the 256 expert logits (+ one unused) */
-constexpr size_t O_SEL = O_LG + (E + 4) * 4;               /* per warp: the top-K ids and weights */
-constexpr size_t O_MB = (O_SEL + (size_t)WARPS * KR * 8 + 16 + 7) / 8 * 8; /* XCHG: the two exchanges' mbarriers */
-constexpr size_t SMEM = O_MB + 2 * 8;
+/* A slot's cluster of CS blocks of NW warps.  Block `rank` computes act rows
+ * [AR rank, AR rank + AR): RBS row blocks x {gate, up} x 4 K slices, TG
+ * tasks a warp (warp w: matrix (w / 4) % 2, slice w % 4, row blocks from
+ * TG (w / 8)), then down rows [DR rank, DR rank + DR), TD tasks a warp, all
+ * through the warp's 2-slot ring.  CS = 16, NW = 8 (TG 2, TD 1; two blocks
+ * an SM) or CS = 8, NW = 16 (the same warps, one block an SM). */
+template <int CS, int NW>
+struct shape_of {
+    static constexpr int NT = NW * 32;                            /* threads */
+    static constexpr int AR = I / CS, RBS = AR / 16, DR = D / CS; /* act rows, their row blocks, down rows */
+    static constexpr int TG = RBS * 8 / NW, TD = DR / (16 * NW);  /* gate/up and down tasks a warp */
+    static constexpr int RP = E / (CS * NW);                      /* router rows a warp */
+    static_assert(NW % 8 == 0 && TG >= 2 && TG * NW == RBS * 8 && TD * 16 * NW == DR && RP * CS * NW == E, "the tasks a warp");
+    /* dynamic shared memory, in bytes from the start */
+    static constexpr size_t O_BF = (size_t)NW * S * TASK;         /* rings: 2 tasks a warp */
+    static constexpr size_t O_XS4 = O_BF + (size_t)NW * BFW * 16; /* the router's x, swizzled (float4) */
+    static constexpr size_t O_XS = O_XS4 + (size_t)D * 4;         /* per warp: its digits' group scales */
+    static constexpr size_t O_GU = O_XS + NW * 8 * 4;             /* gate/up sums [mat][row block][slice][16] */
+    static constexpr size_t O_ACT = O_GU + 2 * RBS * 4 * 16 * 4;  /* the slot's 512 activations */
+    static constexpr size_t O_XCS = O_ACT + I * 4;                /* the router's x chunk sums */
+    static constexpr size_t O_SCR = O_XCS + D / RQ::EPC * 4;      /* block reductions */
+    static constexpr size_t O_LG = O_SCR + 32 * 4;                /* the 256 expert logits (+ one unused) */
+    static constexpr size_t O_SEL = O_LG + (E + 4) * 4;           /* per warp: the top-K ids and weights */
+    static constexpr size_t O_MB = (O_SEL + (size_t)NW * KR * 8 + 16 + 7) / 8 * 8; /* XCHG: the two exchanges' mbarriers */
+    static constexpr size_t SMEM = O_MB + 2 * 8;
+};
 
 /* LC_MOE_SLOTS_STAMPS (the workshop's build only): thread 0 of each block
  * records the global timer at eight points of the last launch */
 #ifdef LC_MOE_SLOTS_STAMPS
-__device__ unsigned long long slots_stamps[J * CS][12];
+__device__ unsigned long long slots_stamps[J * 16][13]; /* clusters of up to 16; [12]: the block's SM */
 #define STAMP(i)                                                                                                               \
     do {                                                                                                                       \
         if (threadIdx.x == 0) {                                                                                                \
             unsigned long long t_;                                                                                             \
+            unsigned sm_;                                                                                                      \
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                                                            \
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(sm_));                                                                  \
             slots_stamps[blockIdx.x][i] = t_;                                                                                  \
+            slots_stamps[blockIdx.x][12] = sm_;                                                                                \
         }                                                                                                                      \
     } while (0)
 #else
@@ -108,33 +135,46 @@ __device__ unsigned long long slots_stamps[J * CS][12];
  * routing, cluster KR: the shared expert.  P[j][d] = w_j down_j . act_j
  * (sgate for the shared slot).  ids / w / sgate: the routing, for traces.
  * XCHG: the exchanges by st.async (the default; false under
- * LILAC_DECODE_TRY=none). */
-template <bool XCHG>
-__global__ void __launch_bounds__(WARPS * 32, 2)
+ * LILAC_DECODE_TRY=none).  CS, NW: see shape_of.  T1: the top-K by warp 0
+ * alone, then a block barrier (else by every warp, no barrier). */
+template <bool XCHG, int CS, int NW, bool T1>
+__global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
     moe_slots_kernel(lc_qmat R, lc_qmat gate, lc_qmat up, lc_qmat sg, lc_qmat su, lc_qmat down, lc_qmat sdown,
                      const float *__restrict__ h, const float *__restrict__ norm_w, float eps, float *__restrict__ P,
                      int32_t *__restrict__ ids, float *__restrict__ w, float *__restrict__ sgate, const lc_ctrl *ctrl) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    using L = shape_of<CS, NW>;
+    constexpr int AR = L::AR, RBS = L::RBS, DR = L::DR, RP = L::RP, TG = L::TG, TD = L::TD;
     extern __shared__ __align__(16) unsigned char smem[];
-    uint4 *bf = reinterpret_cast<uint4 *>(smem + O_BF);
-    float4 *xs4 = reinterpret_cast<float4 *>(smem + O_XS4);
-    float *xs = reinterpret_cast<float *>(smem + O_XS), *gu = reinterpret_cast<float *>(smem + O_GU);
-    float *act = reinterpret_cast<float *>(smem + O_ACT), *xcs = reinterpret_cast<float *>(smem + O_XCS);
-    float *scratch = reinterpret_cast<float *>(smem + O_SCR), *lg = reinterpret_cast<float *>(smem + O_LG);
-    int32_t *sel_i = reinterpret_cast<int32_t *>(smem + O_SEL);
-    float *sel_w = reinterpret_cast<float *>(sel_i + WARPS * KR), *sgs = sel_w + WARPS * KR;
+    uint4 *bf = reinterpret_cast<uint4 *>(smem + L::O_BF);
+    float4 *xs4 = reinterpret_cast<float4 *>(smem + L::O_XS4);
+    float *xs = reinterpret_cast<float *>(smem + L::O_XS), *gu = reinterpret_cast<float *>(smem + L::O_GU);
+    float *act = reinterpret_cast<float *>(smem + L::O_ACT), *xcs = reinterpret_cast<float *>(smem + L::O_XCS);
+    float *scratch = reinterpret_cast<float *>(smem + L::O_SCR), *lg = reinterpret_cast<float *>(smem + L::O_LG);
+    int32_t *sel_i = reinterpret_cast<int32_t *>(smem + L::O_SEL);
+    float *sel_w = reinterpret_cast<float *>(sel_i + NW * KR), *sgs = sel_w + NW * KR;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-    const int j = blockIdx.x / CS, mat = warp / 4, k = warp % 4;
+    const int j = blockIdx.x / CS, mat = (warp / 4) & 1, k = warp % 4, rb0 = TG * (warp / 8); /* row blocks rb0 .. rb0 + TG - 1 */
     const uint32_t rank = cluster_rank();
     const bool shared_slot = j == KR;
     unsigned char *slot0 = smem + (size_t)warp * S * TASK, *slot1 = slot0 + TASK;
-    uint64_t *xbar = reinterpret_cast<uint64_t *>(smem + O_MB); /* XCHG: [0] the logits, [1] the activations */
+    /* the warp's tasks: i < TG gate/up rows g_row + 16 i of slice k, then down rows d_row + 16 (i - TG); task i in slot i % 2 */
+    const uint32_t *g_w = nullptr, *d_w = nullptr;
+    const uint16_t *g_s = nullptr, *g_b = nullptr, *d_s = nullptr, *d_b = nullptr;
+    size_t g_row = 0, d_row = 0;
+    auto issue = [&](int i) { /* past the last task: an empty group, so that cp_wait counts alike */
+        unsigned char *sl = (i & 1) ? slot1 : slot0;
+        if (i < TG) gemv_ring::copy_task<D>(sl, g_w, g_s, g_b, g_row + 16 * i, k);
+        else if (i < TG + TD) gemv_ring::copy_task<I>(sl, d_w, d_s, d_b, d_row + 16 * (i - TG), 0);
+        cp_commit();
+    };
+    uint64_t *xbar = reinterpret_cast<uint64_t *>(smem + L::O_MB); /* XCHG: [0] the logits, [1] the activations */
     STAMP(0);
     if constexpr (XCHG) { /* before the start barrier, which publishes them to the peers (the block barrier orders the
                              * init before the expect_tx and the arrives for racecheck, which does not see the cluster
                              * barrier as one) */
         if (threadIdx.x == 0) {
-            if (!shared_slot) mbar_init(xbar, 1 + WARPS); /* + one storer of the own logits a warp */
+            if (!shared_slot) mbar_init(xbar, 1 + NW); /* + one storer of the own logits a warp */
             mbar_init(xbar + 1, 1 + AR);                  /* + the act rows' threads */
             mbar_fence_init();
         }
@@ -144,7 +184,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
             mbar_expect_tx(xbar + 1, (I - AR) * 4);
         }
     }
-    x_share<D> xsh; /* the block's float4s of h and norm_w (load_x_smem's) */
+    x_share<D, 256> xsh; /* the first 256 threads' float4s of h and norm_w (load_x_smem's, in its order whatever NW) */
     xsh.load_norm(norm_w);
 
     /* before the predecessor ends: the router rows' codes (routed slots), or
@@ -152,15 +192,16 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
     RQ::chunk rc[RP];
     if (!shared_slot) {
 #pragma unroll
-        for (int p = 0; p < RP; p++) RQ::fetch(R, 0, (int)rank * WARPS + warp + p * CS * WARPS, lane, rc[p]);
+        for (int p = 0; p < RP; p++) RQ::fetch(R, 0, (int)rank * NW + warp + p * CS * NW, lane, rc[p]);
     } else {
         if (warp == 0) RQ::fetch(R, 0, E, lane, rc[0]);
-        const uint32_t *mw = mat ? su.w : sg.w; /* by field, not by reference (see gemv_tq.cuh) */
-        const uint16_t *ms = mat ? su.s : sg.s, *mb = mat ? su.b : sg.b;
-        gemv_ring::copy_task<D>(slot0, mw, ms, mb, rank * AR, k);
-        cp_commit();
-        gemv_ring::copy_task<D>(slot1, mw, ms, mb, rank * AR + 16, k);
-        cp_commit();
+        g_w = mat ? su.w : sg.w; /* by field, not by reference (see gemv_tq.cuh) */
+        g_s = mat ? su.s : sg.s, g_b = mat ? su.b : sg.b;
+        g_row = (size_t)rank * AR + 16 * rb0;
+        d_w = sdown.w, d_s = sdown.s, d_b = sdown.b;
+        d_row = (size_t)rank * DR + warp * TD * 16;
+        issue(0);
+        issue(1);
     }
     const bool stopped = lc_pdl_wait_stop(ctrl);
     STAMP(1);
@@ -213,7 +254,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         if constexpr (XCHG) {
 #pragma unroll
             for (int p = 0; p < RP; p++) {
-                float *dst = lg + rank * WARPS + warp + p * CS * WARPS;
+                float *dst = lg + rank * NW + warp + p * CS * NW;
                 if (lane == (int)rank) *dst = acc[p];
                 else if (lane < CS) st_async(dst, (uint32_t)lane, xbar, acc[p]);
             }
@@ -222,52 +263,50 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         } else {
 #pragma unroll
             for (int p = 0; p < RP; p++)
-                if (lane < CS) st_cluster(lg + rank * WARPS + warp + p * CS * WARPS, (uint32_t)lane, acc[p]);
+                if (lane < CS) st_cluster(lg + rank * NW + warp + p * CS * NW, (uint32_t)lane, acc[p]);
             cluster_arrive(); /* release: the peers' logits before any block reads them */
             cluster_wait();
         }
         STAMP(10);
-        topk_warp<E / 32, true>(lg, E, KR, sel_i + warp * KR, sel_w + warp * KR, scratch + warp);
-        __syncwarp();
+        int32_t *si = sel_i + (T1 ? 0 : warp * KR);
+        float *sw = sel_w + (T1 ? 0 : warp * KR);
+        if (!T1 || warp == 0) topk_warp<E / 32, true>(lg, E, KR, si, sw, scratch + warp);
+        if constexpr (T1) __syncthreads();
+        else __syncwarp();
         STAMP(11);
-        int e = sel_i[warp * KR + j];
-        wj = sel_w[warp * KR + j];
+        int e = si[j];
+        wj = sw[j];
         if (j == 0 && rank == 0 && warp == 0 && lane < KR) ids[lane] = sel_i[lane], w[lane] = sel_w[lane];
         e = (unsigned)e < (unsigned)gate.n_mat ? e : 0;
-        const uint32_t *mw = mat ? up.w : gate.w;
-        const uint16_t *ms = mat ? up.s : gate.s, *mb = mat ? up.b : gate.b;
-        const size_t arow = (size_t)e * I + rank * AR;
-        gemv_ring::copy_task<D>(slot0, mw, ms, mb, arow, k);
-        cp_commit();
-        gemv_ring::copy_task<D>(slot1, mw, ms, mb, arow + 16, k);
-        cp_commit();
+        g_w = mat ? up.w : gate.w;
+        g_s = mat ? up.s : gate.s, g_b = mat ? up.b : gate.b;
+        g_row = (size_t)e * I + rank * AR + 16 * rb0;
+        const int ed = (unsigned)si[j] < (unsigned)down.n_mat ? si[j] : 0;
+        d_w = down.w, d_s = down.s, d_b = down.b;
+        d_row = (size_t)ed * D + rank * DR + warp * TD * 16;
+        issue(0);
+        issue(1);
     }
     STAMP(3);
 
-    /* gate/up: two tasks a warp; the down task takes slot 0 once it is read */
-    const int e_d = shared_slot ? 0 : sel_i[warp * KR + j];
-    const size_t drow = (size_t)((unsigned)e_d < (unsigned)down.n_mat ? e_d : 0) * D + rank * DR + warp * 16;
+    /* gate/up: TG tasks a warp, each slot refilled once read (the down tasks follow the gate/up ones) */
     uint4 xb[NSP][2];
     gemv_tq::tile<512, NSP>::x_frags(bw, 0, g, c, xb);
     float ya, yb;
     {
         gemv_tq::tile<D, NSP> tl;
-        cp_wait<1>();
-        __syncwarp(); /* the scale and bias rows came through other lanes' copies */
-        STAMP(4);
-        gemv_ring::tile_from<D>(tl, slot0, g, c);
-        __syncwarp(); /* every lane has read slot 0 before the down task refills it */
-        const uint32_t *dw = shared_slot ? sdown.w : down.w;
-        const uint16_t *ds = shared_slot ? sdown.s : down.s, *db = shared_slot ? sdown.b : down.b;
-        gemv_ring::copy_task<I>(slot0, dw, ds, db, drow, 0);
-        cp_commit();
-        tl.dot_x(xb, xw, dn, 0, g, c, ya, yb);
-        if (c == 0) gu[((mat * 2 + 0) * 4 + k) * 16 + g] = rr * ya, gu[((mat * 2 + 0) * 4 + k) * 16 + g + 8] = rr * yb;
-        cp_wait<1>();
-        __syncwarp();
-        gemv_ring::tile_from<D>(tl, slot1, g, c);
-        tl.dot_x(xb, xw, dn, 0, g, c, ya, yb);
-        if (c == 0) gu[((mat * 2 + 1) * 4 + k) * 16 + g] = rr * ya, gu[((mat * 2 + 1) * 4 + k) * 16 + g + 8] = rr * yb;
+#pragma unroll
+        for (int t = 0; t < TG; t++) {
+            cp_wait<1>(); /* task t (task t + 1 may be in flight) */
+            __syncwarp(); /* the scale and bias rows came through other lanes' copies */
+            if (t == 0) STAMP(4);
+            gemv_ring::tile_from<D>(tl, (t & 1) ? slot1 : slot0, g, c);
+            __syncwarp(); /* every lane has read the slot before it is refilled */
+            issue(t + 2);
+            tl.dot_x(xb, xw, dn, 0, g, c, ya, yb);
+            float *q = gu + ((mat * RBS + rb0 + t) * 4 + k) * 16;
+            if (c == 0) q[g] = rr * ya, q[g + 8] = rr * yb;
+        }
     }
     __syncthreads();
     STAMP(5);
@@ -275,7 +314,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         const int rb = threadIdx.x / 16, r = threadIdx.x % 16;
         float gs = 0.0f, us = 0.0f;
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) gs += gu[((0 * 2 + rb) * 4 + kk) * 16 + r], us += gu[((1 * 2 + rb) * 4 + kk) * 16 + r];
+        for (int kk = 0; kk < 4; kk++) gs += gu[((0 * RBS + rb) * 4 + kk) * 16 + r], us += gu[((1 * RBS + rb) * 4 + kk) * 16 + r];
         const float a = silu_f(gs) * us;
         if constexpr (XCHG) {
             act[rank * AR + threadIdx.x] = a;
@@ -294,22 +333,25 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
     }
     STAMP(6);
 
-    /* down: all 512 activations as digits (each warp its own copy), the task in slot 0 */
+    /* down: all 512 activations as digits (each warp its own copy), TD tasks from the ring */
     const float dd = gemv_tq::prep_x_warp<I>(act, bw, xw);
     __syncwarp();
     gemv_tq::tile<I, NSP>::x_frags(bw, 0, g, c, xb);
-    gemv_tq::tile<I, NSP> td;
-    cp_wait<0>();
-    __syncwarp();
-    gemv_ring::tile_from<I>(td, slot0, g, c);
-    td.dot_x(xb, xw, dd, 0, g, c, ya, yb);
     if (shared_slot) {
         wj = sgs[0];
         if (rank == 0 && threadIdx.x == 0) sgate[0] = wj;
     }
-    if (c == 0) {
-        float *p = P + (size_t)j * D + rank * DR + warp * 16;
-        p[g] = wj * ya, p[g + 8] = wj * yb;
+    cp_wait<0>();
+    __syncwarp();
+#pragma unroll
+    for (int d = 0; d < TD; d++) {
+        gemv_tq::tile<I, NSP> td;
+        gemv_ring::tile_from<I>(td, ((TG + d) & 1) ? slot1 : slot0, g, c);
+        td.dot_x(xb, xw, dd, 0, g, c, ya, yb);
+        if (c == 0) {
+            float *p = P + (size_t)j * D + rank * DR + (warp * TD + d) * 16;
+            p[g] = wj * ya, p[g + 8] = wj * yb;
+        }
     }
     STAMP(7);
 #else
@@ -340,24 +382,38 @@ bool shape(const lc_qmat *m, int bits, int rows, int cols) {
 
 /* A kernel's attributes (its shared memory, the non-portable cluster of
  * 16) and whether one cluster fits, once per device and form. */
-template <bool XCHG>
+template <bool XCHG, int CS, int NW, bool T1>
 bool fit_v() {
+    using L = shape_of<CS, NW>;
     static signed char ok[64]; /* 0 unknown, 1 yes, -1 no */
     int dev = 0;
     if (cudaGetDevice(&dev)) return false;
     signed char *o = &ok[dev & 63];
     if (*o == 0) {
-        *o = cudaFuncSetAttribute(moe_slots_kernel<XCHG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) == cudaSuccess &&
-                     cudaFuncSetAttribute(moe_slots_kernel<XCHG>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
-                     cluster_count(moe_slots_kernel<XCHG>, CS, J * CS, WARPS * 32, SMEM) >= 1
+        auto *kf = moe_slots_kernel<XCHG, CS, NW, T1>;
+        *o = cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::SMEM) == cudaSuccess &&
+                     cudaFuncSetAttribute(kf, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
+                     cluster_count(kf, CS, J * CS, L::NT, L::SMEM) >= 1
                  ? 1
                  : -1;
         (void)cudaGetLastError(); /* a refused attribute leaves no error behind */
     }
     return *o > 0;
 }
-bool slots_fit(bool xchg) { return xchg ? fit_v<true>() : fit_v<false>(); }
-bool use_xchg() { return (lc_decode_try() & LC_TRY_XCHG) != 0; }
+/* the form LILAC_DECODE_TRY asks for: bit 0 xchg, bit 1 clusters of 8 x 16 warps (else 16 x 8), bit 2 topk1 */
+int form() {
+    const int t = lc_decode_try();
+    return ((t & LC_TRY_XCHG) ? 1 : 0) | ((t & LC_TRY_C8) ? 2 : 0) | ((t & LC_TRY_TOPK1) ? 4 : 0);
+}
+int form_bits(int f) { return ((f & 1) ? LC_TRY_XCHG : 0) | ((f & 2) ? LC_TRY_C8 : 0) | ((f & 4) ? LC_TRY_TOPK1 : 0); }
+template <int F>
+bool fit_f() {
+    return fit_v<(F & 1) != 0, (F & 2) ? 8 : 16, (F & 2) ? 16 : 8, (F & 4) != 0>();
+}
+bool slots_fit(int f) {
+    static bool (*const fit[8])() = {fit_f<0>, fit_f<1>, fit_f<2>, fit_f<3>, fit_f<4>, fit_f<5>, fit_f<6>, fit_f<7>};
+    return fit[f & 7]();
+}
 
 struct slots_args {
     lc_qmat R, gate, up, sg, su, down, sdown;
@@ -367,10 +423,12 @@ struct slots_args {
     int32_t *ids;
     const lc_ctrl *ctrl;
 };
-template <bool XCHG>
-cudaError_t launch_v(const slots_args &a, cudaStream_t st) {
-    return cluster_launch(moe_slots_kernel<XCHG>, CS, dim3(J * CS), dim3(WARPS * 32), SMEM, st, a.R, a.gate, a.up, a.sg, a.su,
-                          a.down, a.sdown, a.h, a.norm_w, a.eps, a.P, a.ids, a.w, a.sgate, a.ctrl);
+template <int F>
+cudaError_t launch_f(const slots_args &a, cudaStream_t st) {
+    constexpr int CS = (F & 2) ? 8 : 16, NW = (F & 2) ? 16 : 8;
+    using L = shape_of<CS, NW>;
+    return cluster_launch(moe_slots_kernel<(F & 1) != 0, CS, NW, (F & 4) != 0>, CS, dim3(J * CS), dim3(L::NT), L::SMEM, st, a.R,
+                          a.gate, a.up, a.sg, a.su, a.down, a.sdown, a.h, a.norm_w, a.eps, a.P, a.ids, a.w, a.sgate, a.ctrl);
 }
 
 } // namespace
@@ -383,7 +441,7 @@ extern "C" int lc_moe_slots_ok(const lc_qmat *R, const lc_qmat *gate, const lc_q
     return !(s && strcmp(s, "split") == 0) && lc_gemv_kernels() != LC_GEMV_ENGINE && lc_gemv_kernels() != LC_GEMV_STREAM && K == KR &&
            shape(R, 8, E + 1, D) && R->n_mat == 1 && shape(gate, 4, I, D) && shape(up, 4, I, D) && gate->n_mat == up->n_mat &&
            shape(sh_gate, 4, I, D) && shape(sh_up, 4, I, D) && shape(down, 4, D, I) && down->n_mat == gate->n_mat &&
-           shape(sh_down, 4, D, I) && slots_fit(use_xchg());
+           shape(sh_down, 4, D, I) && slots_fit(form());
 }
 
 extern "C" cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate,
@@ -392,15 +450,19 @@ extern "C" cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const
                                     const lc_ctrl *ctrl, cudaStream_t st) {
     if (!lc_moe_slots_ok(R, gate, up, sh_gate, sh_up, down, sh_down, KR)) return cudaErrorNotSupported;
     const slots_args a = {*R, *gate, *up, *sh_gate, *sh_up, *down, *sh_down, h, norm_w, P, w, sgate, eps, ids, ctrl};
-    if (!use_xchg()) return launch_v<false>(a, st);
-    lc_decode_try_note(LC_TRY_XCHG);
-    return launch_v<true>(a, st);
+    const int f = form();
+    lc_decode_try_note(form_bits(f));
+    static cudaError_t (*const launch[8])(const slots_args &, cudaStream_t) = {
+        launch_f<0>, launch_f<1>, launch_f<2>, launch_f<3>, launch_f<4>, launch_f<5>, launch_f<6>, launch_f<7>};
+    return launch[f & 7](a, st);
 }
 
 #ifdef LC_MOE_SLOTS_STAMPS
-/* the last launch's stamps: [J * CS][12] nanoseconds */
-extern "C" cudaError_t lc_moe_slots_stamps(unsigned long long *out) {
-    return cudaMemcpyFromSymbol(out, slots_stamps, sizeof slots_stamps);
+/* the last launch's stamps: [J * 16][13] nanoseconds ([12]: the SM), of
+ * J * cs blocks; returns cs, the form's cluster size (0: none) */
+extern "C" int lc_moe_slots_stamps(unsigned long long *out) {
+    if (cudaMemcpyFromSymbol(out, slots_stamps, sizeof slots_stamps) != cudaSuccess) return 0;
+    return (form() & 2) ? 8 : 16;
 }
 #endif
 
