@@ -98,9 +98,9 @@ enum {
     LC_TRY_C8 = 2,    /* "c8": lc_moe_slots in clusters of 8 blocks of 16 warps, one block an SM (not 16 of 8) */
     LC_TRY_TOPK1 = 4, /* "topk1": lc_moe_slots' top-K by one warp a block, then a block barrier (not by every warp) */
     LC_TRY_ALL = 7,
-    /* "none" runs lc_moe_slots' first form (clusters of 16, every warp routing, cluster barriers): synccheck faults
-     * on st.async in clusters of 16 (bench/kernels/st_async_test); c8 and topk1 (2026-12-06) are the default beside
-     * xchg until one session has judged the forms' code worth keeping */
+    /* "none" runs lc_moe_slots' first form (clusters of 16, every warp routing, cluster barriers), kept until an H200
+     * has judged c8 and topk1 (2026-12-06: H100s only); synccheck passes the default (st.async in clusters of 8) and
+     * none, and faults on xchg in clusters of 16 (bench/kernels/st_async_test) */
     LC_TRY_DEFAULT = LC_TRY_XCHG | LC_TRY_C8 | LC_TRY_TOPK1
 };
 int lc_decode_try(void);
