@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
 
     float wj = 0.0f;
     if (!shared_slot) {
-        /* the logits to every block, then each warp routes by itself */
+        /* the logits to every block, then the block routes (warp 0 with topk1, else each warp by itself) */
         if constexpr (XCHG) {
 #pragma unroll
             for (int p = 0; p < RP; p++) {
@@ -380,39 +380,42 @@ bool shape(const lc_qmat *m, int bits, int rows, int cols) {
     return m->bits == bits && m->rows == rows && m->cols == cols && aligned(m);
 }
 
-/* A kernel's attributes (its shared memory, the non-portable cluster of
- * 16) and whether one cluster fits, once per device and form. */
-template <bool XCHG, int CS, int NW, bool T1>
-bool fit_v() {
+/* The kernel's forms are LILAC_DECODE_TRY's bits that concern it: xchg,
+ * c8 (clusters of 8 blocks of 16 warps, else 16 of 8) and topk1; a form F
+ * indexes the tables of fits and launchers below. */
+constexpr int FORMS = LC_TRY_XCHG | LC_TRY_C8 | LC_TRY_TOPK1;
+static_assert(FORMS == 7, "the forms index tables of 8");
+int form() { return lc_decode_try() & FORMS; }
+constexpr int form_cs(int f) { return (f & LC_TRY_C8) ? 8 : 16; }
+template <int F>
+struct form_of {
+    static constexpr int CS = form_cs(F), NW = 128 / CS;
     using L = shape_of<CS, NW>;
+    static constexpr auto kernel() { return moe_slots_kernel<(F & LC_TRY_XCHG) != 0, CS, NW, (F & LC_TRY_TOPK1) != 0>; }
+};
+
+/* A form's attributes (its shared memory, the non-portable cluster) and
+ * whether one cluster fits, once per device and form. */
+template <int F>
+bool fit_f() {
+    using M = form_of<F>;
     static signed char ok[64]; /* 0 unknown, 1 yes, -1 no */
     int dev = 0;
     if (cudaGetDevice(&dev)) return false;
     signed char *o = &ok[dev & 63];
     if (*o == 0) {
-        auto *kf = moe_slots_kernel<XCHG, CS, NW, T1>;
-        *o = cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::SMEM) == cudaSuccess &&
-                     cudaFuncSetAttribute(kf, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
-                     cluster_count(kf, CS, J * CS, L::NT, L::SMEM) >= 1
+        *o = cudaFuncSetAttribute(M::kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)M::L::SMEM) == cudaSuccess &&
+                     cudaFuncSetAttribute(M::kernel(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
+                     cluster_count(M::kernel(), M::CS, J * M::CS, M::L::NT, M::L::SMEM) >= 1
                  ? 1
                  : -1;
         (void)cudaGetLastError(); /* a refused attribute leaves no error behind */
     }
     return *o > 0;
 }
-/* the form LILAC_DECODE_TRY asks for: bit 0 xchg, bit 1 clusters of 8 x 16 warps (else 16 x 8), bit 2 topk1 */
-int form() {
-    const int t = lc_decode_try();
-    return ((t & LC_TRY_XCHG) ? 1 : 0) | ((t & LC_TRY_C8) ? 2 : 0) | ((t & LC_TRY_TOPK1) ? 4 : 0);
-}
-int form_bits(int f) { return ((f & 1) ? LC_TRY_XCHG : 0) | ((f & 2) ? LC_TRY_C8 : 0) | ((f & 4) ? LC_TRY_TOPK1 : 0); }
-template <int F>
-bool fit_f() {
-    return fit_v<(F & 1) != 0, (F & 2) ? 8 : 16, (F & 2) ? 16 : 8, (F & 4) != 0>();
-}
 bool slots_fit(int f) {
     static bool (*const fit[8])() = {fit_f<0>, fit_f<1>, fit_f<2>, fit_f<3>, fit_f<4>, fit_f<5>, fit_f<6>, fit_f<7>};
-    return fit[f & 7]();
+    return fit[f & FORMS]();
 }
 
 struct slots_args {
@@ -425,10 +428,9 @@ struct slots_args {
 };
 template <int F>
 cudaError_t launch_f(const slots_args &a, cudaStream_t st) {
-    constexpr int CS = (F & 2) ? 8 : 16, NW = (F & 2) ? 16 : 8;
-    using L = shape_of<CS, NW>;
-    return cluster_launch(moe_slots_kernel<(F & 1) != 0, CS, NW, (F & 4) != 0>, CS, dim3(J * CS), dim3(L::NT), L::SMEM, st, a.R,
-                          a.gate, a.up, a.sg, a.su, a.down, a.sdown, a.h, a.norm_w, a.eps, a.P, a.ids, a.w, a.sgate, a.ctrl);
+    using M = form_of<F>;
+    return cluster_launch(M::kernel(), M::CS, dim3(J * M::CS), dim3(M::L::NT), M::L::SMEM, st, a.R, a.gate, a.up, a.sg, a.su,
+                          a.down, a.sdown, a.h, a.norm_w, a.eps, a.P, a.ids, a.w, a.sgate, a.ctrl);
 }
 
 } // namespace
@@ -451,10 +453,10 @@ extern "C" cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const
     if (!lc_moe_slots_ok(R, gate, up, sh_gate, sh_up, down, sh_down, KR)) return cudaErrorNotSupported;
     const slots_args a = {*R, *gate, *up, *sh_gate, *sh_up, *down, *sh_down, h, norm_w, P, w, sgate, eps, ids, ctrl};
     const int f = form();
-    lc_decode_try_note(form_bits(f));
+    lc_decode_try_note(f);
     static cudaError_t (*const launch[8])(const slots_args &, cudaStream_t) = {
         launch_f<0>, launch_f<1>, launch_f<2>, launch_f<3>, launch_f<4>, launch_f<5>, launch_f<6>, launch_f<7>};
-    return launch[f & 7](a, st);
+    return launch[f](a, st);
 }
 
 #ifdef LC_MOE_SLOTS_STAMPS
@@ -462,7 +464,7 @@ extern "C" cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const
  * J * cs blocks; returns cs, the form's cluster size (0: none) */
 extern "C" int lc_moe_slots_stamps(unsigned long long *out) {
     if (cudaMemcpyFromSymbol(out, slots_stamps, sizeof slots_stamps) != cudaSuccess) return 0;
-    return (form() & 2) ? 8 : 16;
+    return form_cs(form());
 }
 #endif
 
