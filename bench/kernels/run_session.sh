@@ -193,8 +193,9 @@ for l in a:
             LILAC_MOE=split LILAC_GATE_UP=xw timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_gpu_backend test_gpu_golden_logits test_gpu_generate > "$OUT/${tool}_next.log" 2>&1
             echo "$tool next rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_next.log"
         done ;;
-    abdec|abtry) # decode at 4K, 32K and 128K: "bundle:LILAC_DECODE_TRY" entries of ABTRY (bundle tree = .gpubundle,
-        # base = .gpubundle-base from tools/gpu_bundle_rev.sh; "-" = unset), two rounds in alternating order, so a drift
+    abdec|abtry) # decode at 4K, 32K and 128K: "bundle:LILAC_DECODE_TRY[:VAR=value+...]" entries of ABTRY (bundle
+        # tree = .gpubundle, base = .gpubundle-base from tools/gpu_bundle_rev.sh; "-" = unset; VAR=value: more
+        # environment for that entry), two rounds in alternating order, so a drift
         # of the machine shows in both: by default the baseline's lilac against the tree's
         [ -x .gpubundle-base/lilac ] || [ ! -f .gpubundle-base.tgz ] || tar -xzf .gpubundle-base.tgz
         case " ${ABTRY:-base:-} " in *" base:"*) [ -x .gpubundle-base/lilac ] || { echo "$s: no baseline bundle"; continue; } ;; esac
@@ -203,9 +204,9 @@ for l in a:
             [ $r = 2 ] && list=$(echo $list | tr ' ' '\n' | tac | tr '\n' ' ')
             for v in $list; do
                 d=$B; [ "${v%%:*}" = base ] && d=.gpubundle-base
-                t=${v#*:}; [ "$t" = - ] && t=
+                t=${v#*:}; e=; case $t in *:*) e=$(echo "${t#*:}" | tr + ' '); t=${t%%:*} ;; esac; [ "$t" = - ] && t=
                 echo "$v ($($d/lilac --version | head -1)), round $r" | tee -a "$OUT/abtry.log"
-                LD_LIBRARY_PATH=$PWD/$d/lib:$LD_LIBRARY_PATH LILAC_DECODE_TRY=$t timeout 150 $d/lilac bench --synthetic \
+                env $e LD_LIBRARY_PATH=$PWD/$d/lib:$LD_LIBRARY_PATH LILAC_DECODE_TRY=$t timeout 150 $d/lilac bench --synthetic \
                     --decode "${DEC:-4096,32768,131072}" -n 256 --repeats 3 --no-profile 2>&1 | tee -a "$OUT/abtry.log" | grep -E "^\| [0-9]"
             done
         done ;;

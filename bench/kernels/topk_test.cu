@@ -23,6 +23,11 @@
  *                whether one lane holds the max; the winner stores its id)
  *   6 prelude    the max, the exps and the sum alone (what 0-5 all pay
  *                before their rounds; not checked)
+ *   7 merge      4's sorted lanes, then 5 butterfly levels instead of the
+ *                rounds, each keeping the top 8 of a lane pair's lists
+ *                (merge_lanes); H100, 2026-12-06: 3904 cycles against the
+ *                sorted rounds' 2366 (the 16 shuffles a level cost more
+ *                than the rounds' two reductions), so not the engine's
  * Every variant must give variant 0's ids and weights bit for bit, on random
  * logits, logits with exact ties, and a set with -inf entries (checked on
  * the host).  H200, 2026-12-04 (warm cycles a call): the shuffle-pair
@@ -39,7 +44,7 @@
 #include "backend/cuda/decode/moe_route.cuh"
 #include "workshop.h"
 
-constexpr int E = 256, K = 8, EPL = E / 32, WARPS = 8, NV = 7;
+constexpr int E = 256, K = 8, EPL = E / 32, WARPS = 8, NV = 8;
 
 __device__ __forceinline__ uint32_t order_key(float f) {
     const uint32_t u = __float_as_uint(f);
@@ -105,6 +110,30 @@ __device__ __forceinline__ float pick_ballot(topk_sorted8 &s, int32_t *ids, int 
     return __uint_as_float(m - 1u);
 }
 
+/* variant 7: the top 8 of all lanes' sorted lists in every lane, by 5
+ * butterfly levels: a level keeps max(A[i], B[7 - i]) of the lane's and its
+ * partner's lists (the top 8 of both, a bitonic sequence) and sorts it by 3
+ * half cleaners.  The order (p descending, ties to the lower id) is total
+ * and the lists disjoint, so the same ids in the same order as the rounds. */
+__device__ __forceinline__ void merge_lanes(topk_sorted8 &s) {
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        uint32_t pk[8];
+        int pi[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            pk[i] = __shfl_xor_sync(0xffffffffu, s.k[i], o);
+            pi[i] = __shfl_xor_sync(0xffffffffu, s.id[i], o);
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            if (pk[7 - i] > s.k[i] || (pk[7 - i] == s.k[i] && pi[7 - i] < s.id[i])) s.k[i] = pk[7 - i], s.id[i] = pi[7 - i];
+        s.cas(0, 4), s.cas(1, 5), s.cas(2, 6), s.cas(3, 7);
+        s.cas(0, 2), s.cas(1, 3), s.cas(4, 6), s.cas(5, 7);
+        s.cas(0, 1), s.cas(2, 3), s.cas(4, 5), s.cas(6, 7);
+    }
+}
+
 template <int VAR>
 __device__ __forceinline__ void topk(const float *lg, int32_t *ids, float *w) {
     if constexpr (VAR == 0) {
@@ -118,12 +147,21 @@ __device__ __forceinline__ void topk(const float *lg, int32_t *ids, float *w) {
         if constexpr (VAR == 6) {
             if (lane < K) w[lane] = p[0] + sum, ids[lane] = lane; /* keeps the prelude; not a routing */
             return;
-        } else if constexpr (VAR == 4 || VAR == 5) {
+        } else if constexpr (VAR == 4 || VAR == 5 || VAR == 7) {
             topk_sorted8 sk;
             sk.init(p);
             float vk[K];
+            if constexpr (VAR == 7) {
+                merge_lanes(sk);
 #pragma unroll
-            for (int k = 0; k < K; k++) vk[k] = VAR == 5 ? pick_ballot(sk, ids, k) : sk.pick(ids, k);
+                for (int k = 0; k < K; k++) {
+                    vk[k] = __uint_as_float(sk.k[k] - 1u);
+                    if (lane == k) ids[k] = sk.id[k];
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < K; k++) vk[k] = VAR == 5 ? pick_ballot(sk, ids, k) : sk.pick(ids, k);
+            }
             float wsum = 0.0f, mine = 0.0f;
 #pragma unroll
             for (int k = 0; k < K; k++) { /* the engine's quotients, summed in its order */
@@ -199,6 +237,7 @@ static void launch(int var, const float *lgs, int nsets, int reps, int32_t *ids,
     case 3: topk_kernel<3><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     case 4: topk_kernel<4><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     case 5: topk_kernel<5><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
+    case 7: topk_kernel<7><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     default: topk_kernel<6><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     }
     CK(cudaGetLastError());
@@ -231,7 +270,7 @@ int main(int argc, char **argv) {
     int clk = 0;
     CK(cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, 0)); /* kHz */
     const char *names[NV] = {"engine (shuffle pairs)", "redux",           "engine, divisions after", "redux, divisions after",
-                             "sorted lanes, 2 redux",  "sorted, ballot", "prelude alone (no check)"};
+                             "sorted lanes, 2 redux",  "sorted, ballot", "prelude alone (no check)", "sorted, butterfly merge"};
     std::vector<int32_t> ref_ids;
     std::vector<float> ref_w;
     int failures = 0;

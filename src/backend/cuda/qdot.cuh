@@ -67,6 +67,18 @@ __device__ __forceinline__ float chunk_dot(const uint4 q, const float *xv) {
                 d = fmaf(__uint_as_float(t << 16), xv[k * 8 + i], d);
                 d = fmaf(__uint_as_float(t & 0xffff0000u), xv[k * 8 + i + 4], d);
             }
+    } else if constexpr (BITS == 8) {
+        /* byte i of a word under 0x4B000000's exponent is the float 2^23 + q:
+         * one byte permute and one add give q exactly, where (float)q is an
+         * I2F, at an eighth of the FMA rate on sm_90 (the programming guide's
+         * table; the router's 64 codes a lane and row): the same products.
+         * H200, 2026-12-06: decode +0.2% at 4K with moe_route.cuh's
+         * router_rows (docs/PERFORMANCE.md) */
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                d = fmaf(__uint_as_float(__byte_perm(words[k], 0x4B000000u, 0x7440u + i)) - 8388608.0f, xv[k * 4 + i], d);
     } else {
 #pragma unroll
         for (int k = 0; k < 4; k++)

@@ -160,8 +160,10 @@ __global__ void __launch_bounds__(RW * 32, 2) router_cluster_kernel(lc_qmat R, c
     float acc[PASS];
     if (!stopped) {
         load_x_smem<COLS, EPC>(h, norm_w, eps, rank == 0 ? xn : nullptr, xs4, xcs, scratch);
+        bool row[PASS];
 #pragma unroll
-        for (int p = 0; p < PASS; p++) acc[p] = router_row<BITS, CPL, LPR>(c[p], r0 + p * STEP < R.rows, sub, xs4, xcs);
+        for (int p = 0; p < PASS; p++) row[p] = r0 + p * STEP < R.rows;
+        router_rows<BITS, CPL, LPR, PASS>(c, row, sub, xs4, xcs, acc);
     }
     cluster_wait();
     if (!stopped)

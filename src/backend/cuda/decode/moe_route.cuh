@@ -150,22 +150,39 @@ __device__ __forceinline__ void route(const float *lg, int E, int K, int32_t *__
     else topk_warp<32, SMEM>(lg, E, K, ids, w, sgate);
 }
 
-/* One router row's logit from its lane's fetched chunk and the block's x in
- * shared memory, summed over the row's LPR lanes (0 past the last row). */
+/* NR router rows' logits from the lane's fetched chunks and the block's x in
+ * shared memory, each summed over the row's LPR lanes (0 where !row[p]).
+ * Each chunk of x is read once for all NR rows (moe_slots.cu's blocks read
+ * x from shared memory for 2 rows a warp; every row's sum keeps its order). */
+template <int BITS, int CPL, int LPR, int NR>
+__device__ __forceinline__ void router_rows(const typename qdot<BITS, CPL, LPR>::chunk (&c)[NR], const bool (&row)[NR],
+                                            int sub, const float4 *xs4, const float *xcs, float (&out)[NR]) {
+    using Q = qdot<BITS, CPL, LPR>;
+    constexpr int EPC = Q::EPC, COLS = Q::COLS;
+    float acc[NR];
+#pragma unroll
+    for (int p = 0; p < NR; p++) acc[p] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < CPL; j++) {
+        float xv[EPC];
+        const float xsum = x_chunk<COLS, EPC>(xs4, xcs, sub + LPR * j, xv);
+#pragma unroll
+        for (int p = 0; p < NR; p++)
+            if (row[p]) acc[p] = chunk_fma<BITS>(c[p].q[j], xv, c[p].s[j], c[p].b[j], xsum, acc[p]);
+    }
+#pragma unroll
+    for (int p = 0; p < NR; p++) out[p] = Q::reduce(acc[p]);
+}
+
+/* One router row's logit (router_rows of one row) */
 template <int BITS, int CPL, int LPR>
 __device__ __forceinline__ float router_row(const typename qdot<BITS, CPL, LPR>::chunk &c, bool row, int sub,
                                             const float4 *xs4, const float *xcs) {
-    using Q = qdot<BITS, CPL, LPR>;
-    constexpr int EPC = Q::EPC, COLS = Q::COLS;
-    float acc = 0.0f;
-    if (row)
-#pragma unroll
-        for (int j = 0; j < CPL; j++) {
-            float xv[EPC];
-            const float xsum = x_chunk<COLS, EPC>(xs4, xcs, sub + LPR * j, xv);
-            acc = chunk_fma<BITS>(c.q[j], xv, c.s[j], c.b[j], xsum, acc);
-        }
-    return Q::reduce(acc);
+    const typename qdot<BITS, CPL, LPR>::chunk cs[1] = {c};
+    const bool rows[1] = {row};
+    float out[1];
+    router_rows<BITS, CPL, LPR, 1>(cs, rows, sub, xs4, xcs, out);
+    return out[0];
 }
 
 #endif

@@ -238,8 +238,10 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
     STAMP(2);
     float acc[RP];
     if (!shared_slot) {
+        bool all[RP];
 #pragma unroll
-        for (int p = 0; p < RP; p++) acc[p] = router_row<8, 4, 32>(rc[p], true, lane, xs4, xcs);
+        for (int p = 0; p < RP; p++) all[p] = true;
+        router_rows<8, 4, 32, RP>(rc, all, lane, xs4, xcs, acc);
     } else if (warp == 0) {
         const float sl = router_row<8, 4, 32>(rc[0], true, lane, xs4, xcs);
         if (lane == 0) sgs[0] = sigmoid_f(sl);
