@@ -199,6 +199,26 @@ __device__ __forceinline__ float x_chunk(const float4 *xs4, const float *csum, i
     return csum[ch];
 }
 
+/* NR rows' partial dots (this lane's chunks, not yet reduced over the row's
+ * LPR lanes: qdot::reduce) against the swizzled activations; acc[p] stays 0
+ * where !row[p].  Each chunk of x is read from shared memory once for all NR
+ * rows, and every row's sum keeps the one-row order. */
+template <int BITS, int CPL, int LPR, int NR>
+__device__ __forceinline__ void dot_rows(const typename qdot<BITS, CPL, LPR>::chunk (&c)[NR], const bool (&row)[NR], int sub,
+                                         const float4 *xs4, const float *xcs, float (&acc)[NR]) {
+    using Q = qdot<BITS, CPL, LPR>;
+#pragma unroll
+    for (int p = 0; p < NR; p++) acc[p] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < CPL; j++) {
+        float xv[Q::EPC];
+        const float xsum = x_chunk<Q::COLS, Q::EPC>(xs4, xcs, sub + LPR * j, xv);
+#pragma unroll
+        for (int p = 0; p < NR; p++)
+            if (row[p]) acc[p] = chunk_fma<BITS>(c[p].q[j], xv, c[p].s[j], c[p].b[j], xsum, acc[p]);
+    }
+}
+
 /* Calls F::template run<BITS, CPL, LPR>(args...) for the instance serving
  * (bits, cols); returns cudaErrorInvalidValue when none does. */
 #define LC_QDOT_DISPATCH(bits, cols, CALL)                                                   \

@@ -62,16 +62,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2) gemv_kernel(lc_qmat W, int mat,
 
     for (; g * RPW < rows_per_block; g += WARPS * U) {
         float acc[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) acc[u] = 0.0f;
-#pragma unroll
-        for (int j = 0; j < CPL; j++) {
-            float xv[EPC];
-            const float xsum = x_chunk<COLS, EPC>(xs4, xcs, sub + LPR * j, xv);
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (ok[u]) acc[u] = chunk_fma<BITS>(c[u].q[j], xv, c[u].s[j], c[u].b[j], xsum, acc[u]);
-        }
+        dot_rows<BITS, CPL, LPR, U>(c, ok, sub, xs4, xcs, acc);
         int rr2[U];
         bool okk[U];
 #pragma unroll

@@ -151,27 +151,15 @@ __device__ __forceinline__ void route(const float *lg, int E, int K, int32_t *__
 }
 
 /* NR router rows' logits from the lane's fetched chunks and the block's x in
- * shared memory, each summed over the row's LPR lanes (0 where !row[p]).
- * Each chunk of x is read once for all NR rows (moe_slots.cu's blocks read
- * x from shared memory for 2 rows a warp; every row's sum keeps its order). */
+ * shared memory (qdot.cuh's dot_rows: each chunk of x read once for the NR
+ * rows, as moe_slots.cu's warps take 2), each summed over the row's LPR
+ * lanes (0 where !row[p]). */
 template <int BITS, int CPL, int LPR, int NR>
 __device__ __forceinline__ void router_rows(const typename qdot<BITS, CPL, LPR>::chunk (&c)[NR], const bool (&row)[NR],
                                             int sub, const float4 *xs4, const float *xcs, float (&out)[NR]) {
-    using Q = qdot<BITS, CPL, LPR>;
-    constexpr int EPC = Q::EPC, COLS = Q::COLS;
-    float acc[NR];
+    dot_rows<BITS, CPL, LPR, NR>(c, row, sub, xs4, xcs, out);
 #pragma unroll
-    for (int p = 0; p < NR; p++) acc[p] = 0.0f;
-#pragma unroll
-    for (int j = 0; j < CPL; j++) {
-        float xv[EPC];
-        const float xsum = x_chunk<COLS, EPC>(xs4, xcs, sub + LPR * j, xv);
-#pragma unroll
-        for (int p = 0; p < NR; p++)
-            if (row[p]) acc[p] = chunk_fma<BITS>(c[p].q[j], xv, c[p].s[j], c[p].b[j], xsum, acc[p]);
-    }
-#pragma unroll
-    for (int p = 0; p < NR; p++) out[p] = Q::reduce(acc[p]);
+    for (int p = 0; p < NR; p++) out[p] = qdot<BITS, CPL, LPR>::reduce(out[p]);
 }
 
 /* One router row's logit (router_rows of one row) */
