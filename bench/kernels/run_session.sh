@@ -153,6 +153,9 @@ for l in a:
         timeout 60 build/kernels/topk_test 2>&1 | tee "$OUT/topk.log"
         timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build/kernels/topk_test --quick > "$OUT/memcheck_topk.log" 2>&1
         echo "memcheck topk --quick rc=$?"; grep SUMMARY "$OUT/memcheck_topk.log" ;;
+    probe) # HBM to shared memory by copy mechanism (stream_probe_test: cp.async 16 B, ld.global, bulk copies) per SM count
+        [ -x build/kernels/stream_probe_test ] || sh bench/kernels/build_stream_probe.sh > "$OUT/build_stream_probe.log" 2>&1
+        timeout 200 build/kernels/stream_probe_test 2>&1 | tee "$OUT/stream_probe.log" ;;
     persist) # the persistent decode chain workshop
         [ -x build/kernels/persist_chain_test ] || sh bench/kernels/build_persist.sh > "$OUT/build_persist.log" 2>&1
         timeout 120 build/kernels/persist_chain_test 2>&1 | tee "$OUT/persist.log" | tail -14 ;;
@@ -194,7 +197,8 @@ for l in a:
             echo "$tool next rc=$?"; grep -E "SUMMARY" "$OUT/${tool}_next.log"
         done ;;
     abdec|abtry) # decode at 4K, 32K and 128K: "bundle:LILAC_DECODE_TRY[:VAR=value+...]" entries of ABTRY (bundle
-        # tree = .gpubundle, base = .gpubundle-base from tools/gpu_bundle_rev.sh; "-" = unset; VAR=value: more
+        # tree = .gpubundle, base = .gpubundle-base from tools/gpu_bundle_rev.sh, NAME = build/gb_NAME.tar.xz, another
+        # gpu_bundle_rev.sh --xz output renamed; "-" = unset; VAR=value: more
         # environment for that entry), two rounds in alternating order, so a drift
         # of the machine shows in both: by default the baseline's lilac against the tree's
         [ -x .gpubundle-base/lilac ] || [ ! -f .gpubundle-base.tgz ] || tar -xzf .gpubundle-base.tgz
@@ -204,6 +208,9 @@ for l in a:
             [ $r = 2 ] && list=$(echo $list | tr ' ' '\n' | tac | tr '\n' ' ')
             for v in $list; do
                 d=$B; [ "${v%%:*}" = base ] && d=.gpubundle-base
+                case ${v%%:*} in tree | base) ;; *) d=.gpubundle-${v%%:*} # another bundle: build/gb_NAME.tar.xz of .gpubundle-base
+                    n=${v%%:*}; [ -x $d/lilac ] || { python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+                        build/gb_$n.tar.xz /tmp/gb_$n && mv /tmp/gb_$n/.gpubundle-base $d; } ;; esac
                 t=${v#*:}; e=; case $t in *:*) e=$(echo "${t#*:}" | tr + ' '); t=${t%%:*} ;; esac; [ "$t" = - ] && t=
                 echo "$v ($($d/lilac --version | head -1)), round $r" | tee -a "$OUT/abtry.log"
                 env $e LD_LIBRARY_PATH=$PWD/$d/lib:$LD_LIBRARY_PATH LILAC_DECODE_TRY=$t timeout 150 $d/lilac bench --synthetic \

@@ -50,20 +50,12 @@ constexpr size_t smem_bytes() { /* rings, x's digits and group sums, scratch, sp
     return (size_t)WARPS * S * TASK + BF_WORDS * 16 + (WARPS * 8 + 32 + (K / 512) * RB_MAX * 16) * 4;
 }
 
-/* A 16-byte piece of a task, with the L2::256B prefetch hint: a miss
- * fetches the aligned 256 bytes around the piece, i.e. the whole row slice
- * of which one instruction copies 64 bytes and the next three the rest.  H100,
- * 2026-12-06, one binary (lilac bench, decode): +1.2% at 4K, +1.0% at 32K,
- * +0.7% at 128K (docs/PERFORMANCE.md; an instruction copying 2 rows' whole
- * slices instead, 4 full lines where this touches half of 8, lost 0.6%). */
-__device__ __forceinline__ void cp16_l2(void *sdst, const void *g) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(sdst);
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(s), "l"(g) : "memory");
-}
-
 /* One task into a slot: rows r .. r + 15 of a K-input matrix (codes w,
  * scales s, biases b at row 0), slice k.  Lane (g, c) copies the code pieces
- * it later reads; lanes 0-15 a row's scales, 16-31 its biases. */
+ * it later reads; lanes 0-15 a row's scales, 16-31 its biases.  Plain
+ * cp.async: with the L2::256B prefetch hint (585e5d7, +1.2% on an H100) an
+ * H200 decoded 769.2 against 34aa1e9's 829.0 tokens/s at 4K (2026-12-06,
+ * docs/PERFORMANCE.md), so the hint went before an H200 had run it alone. */
 template <int K>
 __device__ __forceinline__ void copy_task(unsigned char *slot, const uint32_t *w, const uint16_t *s, const uint16_t *b, size_t r,
                                           int k) {
@@ -72,10 +64,10 @@ __device__ __forceinline__ void copy_task(unsigned char *slot, const uint32_t *w
     for (int h = 0; h < 2; h++) {
         const uint4 *src = reinterpret_cast<const uint4 *>(w + (r + g + 8 * h) * (K / 8)) + k * NSP * 4 + c;
 #pragma unroll
-        for (int m = 0; m < NSP; m++) cp16_l2(slot + m * 1024 + (g + 8 * h) * 64 + c * 16, src + 4 * m);
+        for (int m = 0; m < NSP; m++) cp16(slot + m * 1024 + (g + 8 * h) * 64 + c * 16, src + 4 * m);
     }
     const int row = lane & 15;
-    cp16_l2(slot + CODES + (lane >> 4) * 256 + row * 16, (lane < 16 ? s : b) + (r + row) * (K / 64) + k * NSP * 2);
+    cp16(slot + CODES + (lane >> 4) * 256 + row * 16, (lane < 16 ? s : b) + (r + row) * (K / 64) + k * NSP * 2);
 }
 
 /* One warp's ring over its tasks of the block's row blocks (task t = rb
