@@ -14,6 +14,10 @@
  *   ldg      ld.global.nc.v4 into registers, 8 in flight a thread
  *   bulkN    cp.async.bulk of N bytes a copy (one thread a copy), all on
  *            one mbarrier
+ *   task     the ring tasks' pattern (gemv_ring.cuh copy_task's codes):
+ *            rows of 1,024 B, a task 16 rows x a 256 B slice, a warp
+ *            instruction 8 rows x 64 B; taskl2 with the L2::256B hint
+ *   pair     the same tasks, an instruction 2 rows x 256 B; pairl2 hinted
  * H200, 2026-12-06 (docs/PERFORMANCE.md): 144 KB an SM on 72 SMs lands in
  * 2.89 us a block by cp16 (51 GB/s an SM, 3.4 TB/s in all), 3.08-3.12 by
  * bulk copies of 1-16 KB, 3.57 by ldg; on 132 SMs 4.70 (3.8 TB/s) and
@@ -47,7 +51,13 @@ __device__ __forceinline__ unsigned long long gtimer() {
 }
 __device__ __forceinline__ uint32_t s32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
-/* MODE 0 cp16, 1 cp16l2, 2 ldg, 3 bulk of CH bytes */
+__device__ __forceinline__ void cp16(void *d, const void *g, bool hint) {
+    if (hint) asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(s32(d)), "l"(g) : "memory");
+    else asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s32(d)), "l"(g) : "memory");
+}
+
+/* MODE 0 cp16, 1 cp16l2, 2 ldg, 3 bulk of CH bytes, 4 the ring tasks' pattern and 5 two rows an instruction
+ * (CH = 1: with the L2::256B hint) */
 template <int MODE, int CH>
 __global__ void __launch_bounds__(NT, 1) probe(const unsigned char *__restrict__ src, int bytes, unsigned long long *stamps,
                                                 unsigned *sink) {
@@ -62,6 +72,26 @@ __global__ void __launch_bounds__(NT, 1) probe(const unsigned char *__restrict__
             else
                 asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(s32(sm + 16 * i)), "l"(g + 16 * i)
                              : "memory");
+        }
+        asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+        __syncthreads();
+    } else if constexpr (MODE == 4 || MODE == 5) {
+        /* the bytes as rows of 1,024 B (gate/up: 2,048 4-bit inputs); a task is 16 rows x the 256 B of K slice k
+         * (gemv_ring.cuh's copy_task, codes only), tasks t = warp, warp + 16, ... with row block t / 4, slice t % 4 */
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g8 = lane >> 2, c = lane & 3;
+        for (int t = warp; t < bytes / 4096; t += NT / 32) {
+            const unsigned char *row0 = g + (size_t)(t / 4) * 16 * 1024 + (t % 4) * 256;
+            unsigned char *d = sm + (size_t)t * 4096;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                if constexpr (MODE == 4) { /* 8 rows x 64 B an instruction: lane (g, c) rows g, g + 8, spans m */
+                    const int h = i / 4, m = i % 4;
+                    cp16(d + m * 1024 + (g8 + 8 * h) * 64 + c * 16, row0 + (g8 + 8 * h) * 1024 + m * 64 + c * 16, CH == 1);
+                } else { /* 2 rows x 256 B an instruction */
+                    const int r = 2 * i + (lane >> 4);
+                    cp16(d + r * 256 + (lane & 15) * 16, row0 + r * 1024 + (lane & 15) * 16, CH == 1);
+                }
+            }
         }
         asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
         __syncthreads();
@@ -130,7 +160,9 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&sink, 64));
     const mode modes[] = {{"cp16", 16, probe<0, 16>},       {"cp16l2", 16, probe<1, 16>},     {"ldg", 16, probe<2, 16>},
                           {"bulk1k", 1024, probe<3, 1024>}, {"bulk2k", 2048, probe<3, 2048>}, {"bulk4k", 4096, probe<3, 4096>},
-                          {"bulk8k", 8192, probe<3, 8192>}, {"bulk16k", 16384, probe<3, 16384>}};
+                          {"bulk8k", 8192, probe<3, 8192>}, {"bulk16k", 16384, probe<3, 16384>},
+                          {"task", 16384, probe<4, 0>},     {"taskl2", 16384, probe<4, 1>},   {"pair", 16384, probe<5, 0>},
+                          {"pairl2", 16384, probe<5, 1>}};
     for (const mode &m : modes) CK(cudaFuncSetAttribute(m.k, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
     const int sms[] = {8, 36, 72, 108, nsm};
     const int sizes[] = {36864, 73728, 147456};
