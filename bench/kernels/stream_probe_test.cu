@@ -10,7 +10,7 @@
  * printed: per block (end - start) mean and max, the launch's span (last end
  * - first start), and the bytes over the span.
  *   cp16     cp.async.cg 16 B a thread, a warp instruction 512 contiguous B
- *   cp16l2   the same with the L2::256B prefetch hint (585e5d7 to this commit)
+ *   cp16l2   the same with the L2::256B prefetch hint (the engine's, 585e5d7 to afa372f)
  *   ldg      ld.global.nc.v4 into registers, 8 in flight a thread
  *   bulkN    cp.async.bulk of N bytes a copy (one thread a copy), all on
  *            one mbarrier
@@ -33,14 +33,7 @@
 #include <algorithm>
 #include <vector>
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t err_ = (x);                                                                \
-        if (err_) {                                                                            \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "workshop.h" /* CK */
 
 constexpr int NT = 512, SMEM = 160 * 1024;
 
@@ -66,13 +59,7 @@ __global__ void __launch_bounds__(NT, 1) probe(const unsigned char *__restrict__
     const unsigned char *g = src + (size_t)blockIdx.x * bytes;
     const unsigned long long t0 = gtimer();
     if constexpr (MODE == 0 || MODE == 1) {
-        for (int i = threadIdx.x; i < bytes / 16; i += NT) {
-            if constexpr (MODE == 0)
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s32(sm + 16 * i)), "l"(g + 16 * i) : "memory");
-            else
-                asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(s32(sm + 16 * i)), "l"(g + 16 * i)
-                             : "memory");
-        }
+        for (int i = threadIdx.x; i < bytes / 16; i += NT) cp16(sm + 16 * i, g + 16 * i, MODE == 1);
         asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
         __syncthreads();
     } else if constexpr (MODE == 4 || MODE == 5) {

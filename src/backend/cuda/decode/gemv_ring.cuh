@@ -54,8 +54,9 @@ constexpr size_t smem_bytes() { /* rings, x's digits and group sums, scratch, sp
  * scales s, biases b at row 0), slice k.  Lane (g, c) copies the code pieces
  * it later reads; lanes 0-15 a row's scales, 16-31 its biases.  Plain
  * cp.async: with the L2::256B prefetch hint (585e5d7, +1.2% on an H100) an
- * H200 decoded 769.2 against 34aa1e9's 829.0 tokens/s at 4K (2026-12-06,
- * docs/PERFORMANCE.md), so the hint went before an H200 had run it alone. */
+ * H200 decoded 770.2 against 34aa1e9's 829.0 tokens/s at 4K in one call
+ * (2026-12-06, docs/PERFORMANCE.md), so the hint went before an H200 had
+ * run it alone. */
 template <int K>
 __device__ __forceinline__ void copy_task(unsigned char *slot, const uint32_t *w, const uint16_t *s, const uint16_t *b, size_t r,
                                           int k) {
