@@ -28,6 +28,10 @@
  *                (merge_lanes); H100, 2026-12-06: 3904 cycles against the
  *                sorted rounds' 2366 (the 16 shuffles a level cost more
  *                than the rounds' two reductions), so not the engine's
+ *   8 tk9        the engine's topk_warp with pick_packed (LILAC_DECODE_TRY
+ *                tk9): a round is one __reduce_max_sync of keys carrying
+ *                their ids, exact unless 9 rounds meet a tie in the keys'
+ *                high parts (then the rounds of 4: the tie sets take it)
  * Every variant must give variant 0's ids and weights bit for bit, on random
  * logits, logits with exact ties, and a set with -inf entries (checked on
  * the host).  H200, 2026-12-04 (warm cycles a call): the shuffle-pair
@@ -44,7 +48,7 @@
 #include "backend/cuda/decode/moe_route.cuh"
 #include "workshop.h"
 
-constexpr int E = 256, K = 8, EPL = E / 32, WARPS = 8, NV = 8;
+constexpr int E = 256, K = 8, EPL = E / 32, WARPS = 8, NV = 9;
 
 __device__ __forceinline__ uint32_t order_key(float f) {
     const uint32_t u = __float_as_uint(f);
@@ -136,9 +140,9 @@ __device__ __forceinline__ void merge_lanes(topk_sorted8 &s) {
 
 template <int VAR>
 __device__ __forceinline__ void topk(const float *lg, int32_t *ids, float *w) {
-    if constexpr (VAR == 0) {
+    if constexpr (VAR == 0 || VAR == 8) {
         float sg;
-        topk_warp<EPL, true>(lg, E, K, ids, w, &sg);
+        topk_warp<EPL, true, VAR == 8>(lg, E, K, ids, w, &sg);
         return;
     } else {
         const int lane = threadIdx.x & 31;
@@ -238,6 +242,7 @@ static void launch(int var, const float *lgs, int nsets, int reps, int32_t *ids,
     case 4: topk_kernel<4><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     case 5: topk_kernel<5><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     case 7: topk_kernel<7><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
+    case 8: topk_kernel<8><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     default: topk_kernel<6><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     }
     CK(cudaGetLastError());
@@ -270,7 +275,8 @@ int main(int argc, char **argv) {
     int clk = 0;
     CK(cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, 0)); /* kHz */
     const char *names[NV] = {"engine (shuffle pairs)", "redux",           "engine, divisions after", "redux, divisions after",
-                             "sorted lanes, 2 redux",  "sorted, ballot", "prelude alone (no check)", "sorted, butterfly merge"};
+                             "sorted lanes, 2 redux",  "sorted, ballot", "prelude alone (no check)", "sorted, butterfly merge",
+                             "engine tk9 (one redux a round)"};
     std::vector<int32_t> ref_ids;
     std::vector<float> ref_w;
     int failures = 0;

@@ -27,6 +27,8 @@ static int try_used(int reset) {
 static int try_default(void) { return 0; }
 #endif
 
+enum { LC_TRY_PICK_BIT = 8 }; /* cuda_ops.h's LC_TRY_PICK: the lm_head picks the greedy id */
+
 #define TINY "tests/fixtures/tiny"
 
 static lilac_tensors golden;
@@ -233,6 +235,14 @@ static void test_gpu_snapshot(void) {
  * checks rest on it) */
 static int g_default_repeats = 1;
 
+typedef struct {
+    int32_t *out;
+} pick_ctx;
+static int pick_collect(void *ctx, const lilac_token_info *t) {
+    ((pick_ctx *)ctx)->out[t->index] = t->id;
+    return 0;
+}
+
 static void test_gpu_vs_cpu_real_width(void) {
     const char *dir = "/tmp/lilac-synth-4l";
     lilac_error e = {0};
@@ -282,9 +292,10 @@ static void test_gpu_vs_cpu_real_width(void) {
      * for the comparison to mean anything (else the variants are held to
      * the tolerance only, and the test says so) */
     /* "none": no variant (the forms the sanitizers that cannot follow a variant run) */
-    static const char *const cands[] = {"", "none", "xchg", "c8", "topk1", "all"};
-    /* the launches each must show (cuda_ops.h's LC_TRY_* bits): "" the default set, checked below */
-    static const int expect[] = {0, 0, 1, 2, 4, 7};
+    static const char *const cands[] = {"", "none", "xchg", "c8", "topk1", "topk1,tk9", "all"};
+    /* the launches each must show (cuda_ops.h's LC_TRY_* bits): "" the default set, checked below; "pick" never
+     * launches here (it is the greedy loop's: checked after) */
+    static const int expect[] = {0, 0, 1, 2, 4, 4 | 16, 7 | 16};
     enum { NTRY = sizeof cands / sizeof cands[0] };
     float *rows0 = b ? malloc((size_t)16 * Vr * sizeof(float)) : NULL;
     for (int form = 0; rows0 && form < 2 + NTRY; form++) {
@@ -338,6 +349,49 @@ static void test_gpu_vs_cpu_real_width(void) {
         lilac_session_free(s);
     }
     free(rows0);
+    /* the greedy device loop with the pick in the lm_head (LILAC_DECODE_TRY
+     * "pick": no argmax kernel) against the argmax kernel: the same ids, and
+     * the same stop at a stop id (the fifth id of the first run) */
+    {
+        static const char *const picks[] = {"xchg,c8,topk1", "xchg,c8,topk1,pick"};
+        enum { NG = 24 };
+        int32_t got[2][2][NG];
+        int n_got[2][2] = {{0}}, len[2][2] = {{0}}, used[2] = {0};
+        for (int f = 0; f < 2; f++) {
+            setenv("LILAC_DECODE_TRY", picks[f], 1);
+            try_used(1);
+            for (int run = 0; run < 2; run++) {
+                lilac_session *s = NULL;
+                lilac_gen_params p = {0};
+                lilac_finish why;
+                p.max_tokens = NG;
+                p.sampling = lilac_sampling_greedy();
+                p.stop_ids = &got[0][0][4];
+                p.n_stop_ids = run; /* run 1: stop at the first run's fifth id */
+                pick_ctx pc = {got[f][run]};
+                if (lilac_session_new(gg, T + NG + 8, &s, &e) || lilac_session_feed(s, ids, T / 2, NULL, 0, &e) ||
+                    lilac_session_generate(s, &p, pick_collect, &pc, &n_got[f][run], &why, &e))
+                    CHECK(0, "greedy %s: %s", picks[f], e.msg);
+                len[f][run] = s ? lilac_session_len(s) : -1; /* the device's stop: no step fed past the stop id */
+                lilac_session_free(s);
+            }
+            used[f] = try_used(0);
+            unsetenv("LILAC_DECODE_TRY");
+        }
+        int same = n_got[0][0] == n_got[1][0] && n_got[0][0] == NG;
+        for (int i = 0; same && i < NG; i++) same = got[0][0][i] == got[1][0][i];
+        int stop_at = 0; /* where the stop id first appears in the first run */
+        while (stop_at < NG - 1 && got[0][0][stop_at] != got[0][0][4]) stop_at++;
+        printf("    greedy, %d tokens: the lm_head's pick %s the argmax kernel's ids (ran 0x%x / 0x%x); stopped after %d / %d "
+               "tokens at a stop id (expected %d), sessions of %d / %d tokens\n",
+               NG, same ? "gives" : "DIFFERS from", used[0], used[1], n_got[0][1], n_got[1][1], stop_at + 1, len[0][1], len[1][1]);
+        CHECK(same, "the lm_head's pick gave other ids than the argmax kernel");
+        CHECK((used[1] & LC_TRY_PICK_BIT) && !(used[0] & LC_TRY_PICK_BIT), "pick launched 0x%x / 0x%x", used[0], used[1]);
+        CHECK(n_got[0][1] == stop_at + 1 && n_got[1][1] == stop_at + 1, "stop id: %d and %d tokens, expected %d", n_got[0][1],
+              n_got[1][1], stop_at + 1);
+        CHECK(len[0][0] == len[1][0] && len[0][1] == len[1][1], "session lengths %d %d / %d %d", len[0][0], len[1][0], len[0][1],
+              len[1][1]);
+    }
     free(a);
     free(b);
     lilac_engine_close(gc);

@@ -101,6 +101,7 @@ struct lilac_backend {
     float *logits;     /* [LC_LOGIT_ROWS, V] */
     float *amax_part;  /* [1024] */
     unsigned *amax_done;
+    unsigned long long *pick_key; /* [2] lc_lm_head_greedy's best key and block count (zero between steps) */
     unsigned *moe_done; /* last-block counter of the fused router */
     int32_t *stop_ids; /* [LC_MAX_STOP] */
     float *host_logits;/* pinned [LC_LOGIT_ROWS, V] */

@@ -71,6 +71,16 @@ cudaError_t lc_gemv(const lc_qmat *W, int mat, const float *x, float *y, const f
  * norm launch); block 0 also writes the normalised vector to xn_out if set. */
 cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *y, float *xn_out,
                         const lc_ctrl *ctrl, cudaStream_t st);
+/* The decode step's lm_head and greedy pick in one kernel: logits = the
+ * lc_gemv_rms of W on h (the same floats), then lc_argmax's choice without
+ * a mask (ties to the lowest id, NaN never chosen) written as lc_argmax
+ * writes it.  key: two device words, zero before the first call (each call
+ * leaves them zero).  lc_lm_head_greedy_ok: whether W has the shape it
+ * takes (else cudaErrorNotSupported and nothing launched). */
+int lc_lm_head_greedy_ok(const lc_qmat *W);
+cudaError_t lc_lm_head_greedy(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *logits,
+                              unsigned long long *key, int32_t *out, const int32_t *stop_ids, int n_stop, int advance_pos,
+                              lc_ctrl *ctrl, cudaStream_t st);
 /* Which kernels lc_gemv, lc_gemv_rms, lc_moe_gate_up and lc_moe_down run:
  * LC_GEMV_AUTO (default) the integer tensor-core ones of decode/gemv_tq.cuh,
  * the streaming / persistent ones of decode/gemv_stream.cuh, each at the
@@ -97,7 +107,9 @@ enum {
     LC_TRY_XCHG = 1,  /* "xchg": lc_moe_slots' two exchanges with st.async on mbarriers */
     LC_TRY_C8 = 2,    /* "c8": lc_moe_slots in clusters of 8 blocks of 16 warps, one block an SM (not 16 of 8) */
     LC_TRY_TOPK1 = 4, /* "topk1": lc_moe_slots' top-K by one warp a block, then a block barrier (not by every warp) */
-    LC_TRY_ALL = 7,
+    LC_TRY_PICK = 8,  /* "pick": the greedy step's lm_head picks the id itself (lc_lm_head_greedy), no argmax kernel */
+    LC_TRY_TK9 = 16,  /* "tk9": lc_moe_slots' top-K rounds of one reduction each (moe_route.cuh's pick_packed) */
+    LC_TRY_ALL = 31,
     /* "none" runs lc_moe_slots' first form (clusters of 16, every warp routing, cluster barriers), kept until an H200
      * has judged c8 and topk1 (2026-12-06: H100s only); synccheck passes the default (st.async in clusters of 8) and
      * none, and faults on xchg in clusters of 16 (bench/kernels/st_async_test) */

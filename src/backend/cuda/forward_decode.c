@@ -98,6 +98,14 @@ lilac_status cuda_enqueue_step_mode(lilac_backend *b, lilac_state *s, int n_stop
     const cudaStream_t st = b->st;
     lilac_status rc = cuda_enqueue_layers(b, s, &s->ctrl->token, 1, prof, e);
     if (rc) return rc;
+    if (!(mode & CUDA_STEP_SAMPLE) && (lc_decode_try() & LC_TRY_PICK) && lc_lm_head_greedy_ok(&b->lm_head)) {
+        /* the lm_head picks the id itself: no argmax kernel */
+        lc_decode_try_note(LC_TRY_PICK);
+        LC_CHECK(lc_lm_head_greedy(&b->lm_head, b->h, b->final_norm, c->rms_eps, b->logits, b->pick_key, s->out, b->stop_ids,
+                                   n_stop, 1, s->ctrl, st));
+        MARK(PROF_HEAD);
+        return LILAC_OK;
+    }
     LC_CHECK(lc_gemv_rms(&b->lm_head, b->h, b->final_norm, c->rms_eps, b->logits, NULL, s->ctrl, st));
     MARK(PROF_HEAD);
     if (mode & CUDA_STEP_SAMPLE)

@@ -60,6 +60,36 @@ struct topk_sorted8 {
         }
         return __uint_as_float(m - 1u);
     }
+    /* K <= 8 rounds with one reduction each ("tk9", 2026-12-07): a head's key
+     * with its id in the low 8 bits, (k & ~255) | (255 - id), is unique, so
+     * the maximum names the winner (id = 255 - its low byte, lane = id % 32)
+     * and no id reduction follows.  The order it gives is k's wherever the
+     * high parts differ; each lane's list is sorted by k, so maxima with equal
+     * high parts come out in a row.  Hence after one more round: if the K + 1
+     * maxima's high parts strictly decrease, ids[0..K) and v are exactly
+     * pick's (the same ids, the same p); else it returns false (ties within
+     * 2^-16 of p, or the zero p of -inf logits) and the caller runs pick's
+     * rounds on a fresh copy.  E = 256 (ids below 256). */
+    __device__ __forceinline__ bool pick_packed(int32_t *ids, int K, float (&v)[8]) {
+        const int lane = threadIdx.x & 31;
+        uint32_t prev = 0;
+        bool strict = true;
+#pragma unroll
+        for (int r = 0; r <= 8; r++) {
+            if (r > K) break;
+            const uint32_t pk = (k[0] & ~255u) | (uint32_t)(255 - id[0]);
+            const uint32_t m = __reduce_max_sync(0xffffffffu, pk);
+            if (r > 0) strict = strict && (m >> 8) < prev;
+            prev = m >> 8;
+            if (r == K) break;
+            const uint32_t kw = k[0];
+            if (pk == m) shift();
+            const int wid = 255 - (int)(m & 255u);
+            v[r] = __uint_as_float(__shfl_sync(0xffffffffu, kw, wid & 31) - 1u);
+            if (lane == 0) ids[r] = wid;
+        }
+        return strict;
+    }
 #endif
 };
 
@@ -82,7 +112,7 @@ __device__ __forceinline__ void topk_round_shfl(float (&p)[EPL], float &v, int &
         if (lane + 32 * i == idx) p[i] = -2.0f; /* taken */
 }
 
-template <int EPL, bool SMEM = false>
+template <int EPL, bool SMEM = false, bool PACKED = false>
 __device__ void topk_warp(const float *lg, int E, int K, int32_t *__restrict__ ids, float *__restrict__ w,
                           float *__restrict__ sgate) {
     const int lane = threadIdx.x & 31;
@@ -111,9 +141,15 @@ __device__ void topk_warp(const float *lg, int E, int K, int32_t *__restrict__ i
             topk_sorted8 s;
             s.init(p);
             float v[8];
+            bool done = false;
+            if constexpr (PACKED) {
+                if (E == 256) done = s.pick_packed(ids, K, v);
+                if (!done) s.init(p); /* a tie in the high parts: the exact rounds */
+            }
+            if (!done)
 #pragma unroll
-            for (int r = 0; r < 8; r++)
-                if (r < K) v[r] = s.pick(ids, r);
+                for (int r = 0; r < 8; r++)
+                    if (r < K) v[r] = s.pick(ids, r);
 #pragma unroll
             for (int r = 0; r < 8; r++) /* the divisions off the rounds' chain */
                 if (r < K) {

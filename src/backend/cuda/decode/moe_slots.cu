@@ -137,7 +137,7 @@ __device__ unsigned long long slots_stamps[J * 16][13]; /* clusters of up to 16;
  * XCHG: the exchanges by st.async (the default; false under
  * LILAC_DECODE_TRY=none).  CS, NW: see shape_of.  T1: the top-K by warp 0
  * alone, then a block barrier (else by every warp, no barrier). */
-template <bool XCHG, int CS, int NW, bool T1>
+template <bool XCHG, int CS, int NW, bool T1, bool TK9>
 __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
     moe_slots_kernel(lc_qmat R, lc_qmat gate, lc_qmat up, lc_qmat sg, lc_qmat su, lc_qmat down, lc_qmat sdown,
                      const float *__restrict__ h, const float *__restrict__ norm_w, float eps, float *__restrict__ P,
@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
         STAMP(10);
         int32_t *si = sel_i + (T1 ? 0 : warp * KR);
         float *sw = sel_w + (T1 ? 0 : warp * KR);
-        if (!T1 || warp == 0) topk_warp<E / 32, true>(lg, E, KR, si, sw, scratch + warp);
+        if (!T1 || warp == 0) topk_warp<E / 32, true, TK9>(lg, E, KR, si, sw, scratch + warp);
         if constexpr (T1) __syncthreads();
         else __syncwarp();
         STAMP(11);
@@ -383,17 +383,25 @@ bool shape(const lc_qmat *m, int bits, int rows, int cols) {
 }
 
 /* The kernel's forms are LILAC_DECODE_TRY's bits that concern it: xchg,
- * c8 (clusters of 8 blocks of 16 warps, else 16 of 8) and topk1; a form F
- * indexes the tables of fits and launchers below. */
-constexpr int FORMS = LC_TRY_XCHG | LC_TRY_C8 | LC_TRY_TOPK1;
-static_assert(FORMS == 7, "the forms index tables of 8");
-int form() { return lc_decode_try() & FORMS; }
+ * c8 (clusters of 8 blocks of 16 warps, else 16 of 8), topk1 and tk9 (the
+ * top-K rounds of one reduction each); a form F (bits 0-2 those
+ * of xchg, c8 and topk1, bit 3 tk9) indexes the tables of fits and
+ * launchers below. */
+constexpr int FORMS = 15, F_TK9 = 8;
+static_assert((LC_TRY_XCHG | LC_TRY_C8 | LC_TRY_TOPK1) == 7, "the forms' low bits are LILAC_DECODE_TRY's");
+int form() {
+    const int t = lc_decode_try();
+    return (t & 7) | (t & LC_TRY_TK9 ? F_TK9 : 0);
+}
+int form_bits(int f) { return (f & 7) | (f & F_TK9 ? LC_TRY_TK9 : 0); }
 constexpr int form_cs(int f) { return (f & LC_TRY_C8) ? 8 : 16; }
 template <int F>
 struct form_of {
     static constexpr int CS = form_cs(F), NW = 128 / CS;
     using L = shape_of<CS, NW>;
-    static constexpr auto kernel() { return moe_slots_kernel<(F & LC_TRY_XCHG) != 0, CS, NW, (F & LC_TRY_TOPK1) != 0>; }
+    static constexpr auto kernel() {
+        return moe_slots_kernel<(F & LC_TRY_XCHG) != 0, CS, NW, (F & LC_TRY_TOPK1) != 0, (F & F_TK9) != 0>;
+    }
 };
 
 /* A form's attributes (its shared memory, the non-portable cluster) and
@@ -416,7 +424,8 @@ bool fit_f() {
     return *o > 0;
 }
 bool slots_fit(int f) {
-    static bool (*const fit[8])() = {fit_f<0>, fit_f<1>, fit_f<2>, fit_f<3>, fit_f<4>, fit_f<5>, fit_f<6>, fit_f<7>};
+    static bool (*const fit[16])() = {fit_f<0>, fit_f<1>, fit_f<2>,  fit_f<3>,  fit_f<4>,  fit_f<5>,  fit_f<6>,  fit_f<7>,
+                                      fit_f<8>, fit_f<9>, fit_f<10>, fit_f<11>, fit_f<12>, fit_f<13>, fit_f<14>, fit_f<15>};
     return fit[f & FORMS]();
 }
 
@@ -455,9 +464,10 @@ extern "C" cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const
     if (!lc_moe_slots_ok(R, gate, up, sh_gate, sh_up, down, sh_down, KR)) return cudaErrorNotSupported;
     const slots_args a = {*R, *gate, *up, *sh_gate, *sh_up, *down, *sh_down, h, norm_w, P, w, sgate, eps, ids, ctrl};
     const int f = form();
-    lc_decode_try_note(f);
-    static cudaError_t (*const launch[8])(const slots_args &, cudaStream_t) = {
-        launch_f<0>, launch_f<1>, launch_f<2>, launch_f<3>, launch_f<4>, launch_f<5>, launch_f<6>, launch_f<7>};
+    lc_decode_try_note(form_bits(f));
+    static cudaError_t (*const launch[16])(const slots_args &, cudaStream_t) = {
+        launch_f<0>, launch_f<1>, launch_f<2>,  launch_f<3>,  launch_f<4>,  launch_f<5>,  launch_f<6>,  launch_f<7>,
+        launch_f<8>, launch_f<9>, launch_f<10>, launch_f<11>, launch_f<12>, launch_f<13>, launch_f<14>, launch_f<15>};
     return launch[f](a, st);
 }
 

@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/sample/greedy.cuh"
 
 namespace {
 
@@ -60,13 +61,7 @@ __global__ void __launch_bounds__(THREADS) argmax_kernel(const float *__restrict
     block_argmax(v, idx);
     if (threadIdx.x == 0) {
         if (idx == 0x7fffffff) idx = 0; /* all NaN: a defined answer */
-        ctrl->token = idx;
-        if (ctrl->step < ctrl->max_steps) out[ctrl->step] = idx;
-        ctrl->step++;
-        if (advance_pos) ctrl->pos++, ctrl->conv_flip ^= 1; /* a token went through the layers */
-        for (int k = 0; k < n_stop; k++)
-            if (stop_ids[k] == idx) ctrl->stop = 1;
-        if (ctrl->step >= ctrl->max_steps) ctrl->stop = 1;
+        lc_greedy_emit(idx, out, stop_ids, n_stop, advance_pos, ctrl);
         *done = 0;
     }
 }
