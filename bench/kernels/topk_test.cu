@@ -31,7 +31,8 @@
  *   8 tk9        the engine's topk_warp with pick_packed (LILAC_DECODE_TRY
  *                tk9): a round is one __reduce_max_sync of keys carrying
  *                their ids, exact unless 9 rounds meet a tie in the keys'
- *                high parts (then the rounds of 4: the tie sets take it)
+ *                high parts (then the rounds of 4: the tie sets take it);
+ *                topk_packed_sim.py checks the same rounds on the host
  * Every variant must give variant 0's ids and weights bit for bit, on random
  * logits, logits with exact ties, and a set with -inf entries (checked on
  * the host).  H200, 2026-12-04 (warm cycles a call): the shuffle-pair

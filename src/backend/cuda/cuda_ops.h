@@ -78,6 +78,7 @@ cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, f
  * leaves them zero).  lc_lm_head_greedy_ok: whether W has the shape it
  * takes (else cudaErrorNotSupported and nothing launched). */
 int lc_lm_head_greedy_ok(const lc_qmat *W);
+int lc_gemv_tq_head(const lc_qmat *W); /* gemv.cu: lc_gemv_rms runs the tq kernel lc_lm_head_greedy shares for W */
 cudaError_t lc_lm_head_greedy(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *logits,
                               unsigned long long *key, int32_t *out, const int32_t *stop_ids, int n_stop, int advance_pos,
                               lc_ctrl *ctrl, cudaStream_t st);

@@ -146,6 +146,16 @@ static bool ring_picked(const lc_qmat *W, int mat) {
     return W->cols == 2048 ? gemv_ring::fits<2048>(M) : gemv_ring::fits<4096>(M);
 }
 
+/* Whether pick_dense runs tq NSP=8 RB=4 (the lm_head's kernel) for W without xn_out: lm_head.cu's fused
+ * greedy pick runs the same kernel body only where this holds, so its logits are these bit for bit */
+static bool tq_head_picked(const lc_qmat *W) {
+    const int kernels = lc_gemv_kernels();
+    return (kernels == LC_GEMV_AUTO || kernels == LC_GEMV_TQ) && W->bits == 4 &&
+           (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15) == 0 && W->cols == 2048 && W->rows >= 100000 &&
+           W->rows % 64 == 0;
+}
+extern "C" int lc_gemv_tq_head(const lc_qmat *W) { return tq_head_picked(W); }
+
 static bool pick_dense(const lc_qmat *W, int mat, const float *x, const float *norm_w, float eps, float *xn_out, float *y,
                        const float *residual, const lc_ctrl *ctrl, cudaStream_t st, cudaError_t *err) {
     using namespace gemv_stream;
@@ -164,7 +174,7 @@ static bool pick_dense(const lc_qmat *W, int mat, const float *x, const float *n
             *err = gemv_tq::launch_gemv<2048, 4, 2, 3>(M, x, norm_w, eps, y, residual, ctrl, st);
             return true;
         }
-        if (W->rows >= 100000 && W->rows % 64 == 0) {
+        if (tq_head_picked(W)) {
             *err = gemv_tq::launch_gemv<2048, 8, 4, 2>(M, x, norm_w, eps, y, residual, ctrl, st);
             return true;
         }

@@ -87,12 +87,8 @@ __global__ void __launch_bounds__(NT, MINB)
 
 } // namespace
 
-extern "C" int lc_lm_head_greedy_ok(const lc_qmat *W) {
-    /* where gemv.cu's pick_dense runs launch_gemv<2048, 8, 4, 2> (the same logits) */
-    const int k = lc_gemv_kernels();
-    return (k == LC_GEMV_AUTO || k == LC_GEMV_TQ) && W->bits == 4 && W->cols == K && W->n_mat == 1 && W->rows >= 100000 &&
-           W->rows % (16 * RB) == 0 && (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15) == 0;
-}
+/* where gemv.cu's pick_dense runs launch_gemv<2048, 8, 4, 2>: the same logits */
+extern "C" int lc_lm_head_greedy_ok(const lc_qmat *W) { return W->n_mat == 1 && lc_gemv_tq_head(W); }
 
 extern "C" cudaError_t lc_lm_head_greedy(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *logits,
                                          unsigned long long *key, int32_t *out, const int32_t *stop_ids, int n_stop,
