@@ -384,7 +384,8 @@ static void test_gpu_vs_cpu_real_width(void) {
         while (stop_at < NG - 1 && got[0][0][stop_at] != got[0][0][4]) stop_at++;
         printf("    greedy, %d tokens: the lm_head's pick %s the argmax kernel's ids (ran 0x%x / 0x%x); stopped after %d / %d "
                "tokens at a stop id (expected %d), sessions of %d / %d tokens\n",
-               NG, same ? "gives" : "DIFFERS from", used[0], used[1], n_got[0][1], n_got[1][1], stop_at + 1, len[0][1], len[1][1]);
+               NG, same ? "gives" : "DIFFERS from", used[0], used[1], n_got[0][1], n_got[1][1], stop_at + 1, len[0][1],
+               len[1][1]);
         CHECK(same, "the lm_head's pick gave other ids than the argmax kernel");
         CHECK((used[1] & LC_TRY_PICK_BIT) && !(used[0] & LC_TRY_PICK_BIT), "pick launched 0x%x / 0x%x", used[0], used[1]);
         CHECK(n_got[0][1] == stop_at + 1 && n_got[1][1] == stop_at + 1, "stop id: %d and %d tokens, expected %d", n_got[0][1],

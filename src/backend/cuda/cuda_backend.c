@@ -432,7 +432,9 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
             lilac_fail(e, LILAC_ENOMEM, "sampler bitmap");
             goto fail;
         }
-        if (cudaMemset(b->amax_done, 0, sizeof(unsigned)) != cudaSuccess || cudaMemset(b->pick_key, 0, 2 * sizeof *b->pick_key) != cudaSuccess || cudaMemset(b->moe_done, 0, sizeof(unsigned)) != cudaSuccess ||
+        if (cudaMemset(b->amax_done, 0, sizeof(unsigned)) != cudaSuccess ||
+            cudaMemset(b->pick_key, 0, 2 * sizeof *b->pick_key) != cudaSuccess ||
+            cudaMemset(b->moe_done, 0, sizeof(unsigned)) != cudaSuccess ||
             lc_sampler_clear(&b->samp, b->st) != cudaSuccess ||
             cudaMallocHost((void **)&b->host_logits, (size_t)LC_LOGIT_ROWS * c->vocab_size * sizeof(float)) != cudaSuccess ||
             cudaMallocHost((void **)&b->host_ids, (size_t)T * sizeof(int32_t)) != cudaSuccess ||
