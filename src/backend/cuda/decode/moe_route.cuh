@@ -67,8 +67,8 @@ struct topk_sorted8 {
      * high parts differ; each lane's list is sorted by k, so maxima with equal
      * high parts come out in a row.  Hence after one more round: if the K + 1
      * maxima's high parts strictly decrease, ids[0..K) and v are exactly
-     * pick's (the same ids, the same p); else it returns false (ties within
-     * 2^-16 of p, or the zero p of -inf logits) and the caller runs pick's
+     * pick's (the same ids, the same p); else it returns false (two p within
+     * ~2^-15 of each other, or the zero p of -inf logits) and the caller runs pick's
      * rounds on a fresh copy.  E = 256 (ids below 256). */
     __device__ __forceinline__ bool pick_packed(int32_t *ids, int K, float (&v)[8]) {
         const int lane = threadIdx.x & 31;
