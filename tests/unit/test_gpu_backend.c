@@ -235,14 +235,6 @@ static void test_gpu_snapshot(void) {
  * checks rest on it) */
 static int g_default_repeats = 1;
 
-typedef struct {
-    int32_t *out;
-} pick_ctx;
-static int pick_collect(void *ctx, const lilac_token_info *t) {
-    ((pick_ctx *)ctx)->out[t->index] = t->id;
-    return 0;
-}
-
 static void test_gpu_vs_cpu_real_width(void) {
     const char *dir = "/tmp/lilac-synth-4l";
     lilac_error e = {0};
@@ -368,9 +360,8 @@ static void test_gpu_vs_cpu_real_width(void) {
                 p.sampling = lilac_sampling_greedy();
                 p.stop_ids = &got[0][0][4];
                 p.n_stop_ids = run; /* run 1: stop at the first run's fifth id */
-                pick_ctx pc = {got[f][run]};
                 if (lilac_session_new(gg, T + NG + 8, &s, &e) || lilac_session_feed(s, ids, T / 2, NULL, 0, &e) ||
-                    lilac_session_generate(s, &p, pick_collect, &pc, &n_got[f][run], &why, &e))
+                    lilac_session_generate(s, &p, collect, got[f][run], &n_got[f][run], &why, &e))
                     CHECK(0, "greedy %s: %s", picks[f], e.msg);
                 len[f][run] = s ? lilac_session_len(s) : -1; /* the device's stop: no step fed past the stop id */
                 lilac_session_free(s);

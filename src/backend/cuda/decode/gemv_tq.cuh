@@ -346,20 +346,25 @@ struct tile {
 
 /* The block's rows from its warps' partial dots (ya, yb of rows g, g + 8 in
  * lanes c = 0; warp = row block * KS + K slice): summed over the K slices in
- * order, y[r] = residual[r] + sum.  All threads call it (a barrier). */
+ * order, y[r] = residual[r] + sum.  All threads call it (a barrier); thread
+ * t < 16 RB returns the y it stored (row (blockIdx.x RB + t / 16) 16 + t %
+ * 16: lm_head.cu's pick), the others 0. */
 template <int RB, int KS>
-__device__ __forceinline__ void store_rows(float *red, float ya, float yb, float *__restrict__ y,
-                                           const float *__restrict__ residual) {
+__device__ __forceinline__ float store_rows(float *red, float ya, float yb, float *__restrict__ y,
+                                            const float *__restrict__ residual) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2;
     if ((lane & 3) == 0) red[warp * 16 + g] = ya, red[warp * 16 + g + 8] = yb;
     __syncthreads();
+    float v = 0.0f;
     if (threadIdx.x < RB * 16) { /* row block threadIdx.x / 16 */
         const int rbi = threadIdx.x / 16, rr = threadIdx.x % 16, r = (blockIdx.x * RB + rbi) * 16 + rr;
         float a = 0.0f;
 #pragma unroll
         for (int k = 0; k < KS; k++) a += red[(rbi * KS + k) * 16 + rr];
-        y[r] = residual ? residual[r] + a : a;
+        v = residual ? residual[r] + a : a;
+        y[r] = v;
     }
+    return v;
 }
 
 /* y[r] = residual[r] + W[r] . x, x optionally RMSNorm(x) * norm_w; W a single

@@ -59,15 +59,9 @@ __global__ void __launch_bounds__(NT, MINB)
     const float down = prep_x<K, NT>(x, norm_w, eps, bf, xs, scratch);
     float ya, yb;
     tl.dot(bf, xs, down, ks, g, c, ya, yb);
-    /* store_rows' sums (the same floats), kept for the pick */
-    if (c == 0) red[warp * 16 + g] = ya, red[warp * 16 + g + 8] = yb;
-    __syncthreads();
-    if (threadIdx.x < RB * 16) { /* warps 0 and 1: row block threadIdx.x / 16 */
-        const int rbi = threadIdx.x / 16, rr = threadIdx.x % 16, r = (blockIdx.x * RB + rbi) * 16 + rr;
-        float a = 0.0f;
-#pragma unroll
-        for (int k = 0; k < KS; k++) a += red[(rbi * KS + k) * 16 + rr];
-        y[r] = a;
+    const float a = store_rows<RB, KS>(red, ya, yb, y, nullptr); /* tq_gemv's stores, the same floats */
+    if (threadIdx.x < RB * 16) { /* warps 0 and 1 hold the block's logits */
+        const int r = blockIdx.x * RB * 16 + threadIdx.x;
         const u64 kb = warp_max_u64(a == a ? lcs::key_of(a, r) : 0ull); /* NaN: never chosen */
         if (lane == 0) best[warp] = kb;
     }

@@ -23,26 +23,20 @@
 #include <float.h>
 
 #include "backend/cuda/sample/sample_select.cuh"
+#include "backend/cuda/sample/greedy.cuh"
 
 using namespace lcs;
 
 namespace {
 
-/* Writes the chosen id like argmax_kernel (sample.cu) does, plus its
- * logprob and the penalty counts.  One thread. */
+/* Writes the chosen id as argmax_kernel (sample.cu) does (greedy.cuh),
+ * plus its logprob and the penalty counts.  One thread. */
 __device__ void emit(int id, const float *logits, const lc_sampler &s, int lp, int32_t *out, const int32_t *stop_ids,
                      int n_stop, int advance_pos, lc_ctrl *ctrl) {
-    const int step = ctrl->step;
-    ctrl->token = id;
-    if (step < ctrl->max_steps) out[step] = id;
-    if (lp) s.lp[step % LC_LP_RING].logprob = (float)((double)logits[id] - s.work->lse);
+    if (lp) s.lp[ctrl->step % LC_LP_RING].logprob = (float)((double)logits[id] - s.work->lse); /* the step before it advances */
     s.counts[id]++;
     s.seen[id] = 1;
-    ctrl->step = step + 1;
-    if (advance_pos) ctrl->pos++, ctrl->conv_flip ^= 1; /* a token went through the layers */
-    for (int k = 0; k < n_stop; k++)
-        if (stop_ids[k] == id) ctrl->stop = 1;
-    if (ctrl->step >= ctrl->max_steps) ctrl->stop = 1;
+    lc_greedy_emit(id, out, stop_ids, n_stop, advance_pos, ctrl);
 }
 
 __global__ void __launch_bounds__(THREADS) prep_kernel(const float *__restrict__ logits, lc_sampler s, int slice, int lp,
