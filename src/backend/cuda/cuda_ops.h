@@ -114,7 +114,7 @@ enum {
     /* "none" runs lc_moe_slots' first form (clusters of 16, every warp routing, cluster barriers), kept until an H200
      * has judged c8 and topk1 (2026-12-06: H100s only); synccheck passes the default (st.async in clusters of 8) and
      * none, and faults on xchg in clusters of 16 (bench/kernels/st_async_test).  pick and tk9 joined the default on
-     * 2026-12-07 (H100: decode 763.0 against 751.5 tokens/s at 4K; docs/PERFORMANCE.md); without them the tests keep
+     * 2026-12-07 (H100: decode 763.0 against 750.2 tokens/s at 4K; docs/PERFORMANCE.md); without them the tests keep
      * the argmax kernel and the exact top-K rounds to compare with */
     LC_TRY_DEFAULT = LC_TRY_XCHG | LC_TRY_C8 | LC_TRY_TOPK1 | LC_TRY_PICK | LC_TRY_TK9
 };
