@@ -137,9 +137,12 @@ extern "C" void lc_gemv_set_kernels(int k) {
  * rows, other widths, 8 bits: the tiny fixture; GPUs without 225 KB of
  * shared memory per block) the qdot kernels run: returns false and launches
  * nothing. */
+/* The tq, ring and persistent kernels read codes, scales and biases 16 bytes at a time */
+static bool aligned16(const lc_qmat *W) { return (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15) == 0; }
+
 /* Whether pick_dense runs gemv_ring.cuh's kernel for matrix mat of W (without xn_out) */
 static bool ring_picked(const lc_qmat *W, int mat) {
-    if (lc_gemv_kernels() != LC_GEMV_AUTO || W->bits != 4 || (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15) ||
+    if (lc_gemv_kernels() != LC_GEMV_AUTO || W->bits != 4 || !aligned16(W) ||
         !((W->cols == 2048 && W->rows >= 8192 && W->rows < 100000) || (W->cols == 4096 && W->rows <= 4096)))
         return false;
     const lc_qmat M = gemv_stream::mat_view(*W, mat);
@@ -150,9 +153,8 @@ static bool ring_picked(const lc_qmat *W, int mat) {
  * greedy pick runs the same kernel body only where this holds, so its logits are these bit for bit */
 static bool tq_head_picked(const lc_qmat *W) {
     const int kernels = lc_gemv_kernels();
-    return (kernels == LC_GEMV_AUTO || kernels == LC_GEMV_TQ) && W->bits == 4 &&
-           (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15) == 0 && W->cols == 2048 && W->rows >= 100000 &&
-           W->rows % 64 == 0;
+    return (kernels == LC_GEMV_AUTO || kernels == LC_GEMV_TQ) && W->bits == 4 && aligned16(W) &&
+           W->cols == 2048 && W->rows >= 100000 && W->rows % 64 == 0;
 }
 extern "C" int lc_gemv_tq_head(const lc_qmat *W) { return tq_head_picked(W); }
 
@@ -160,7 +162,7 @@ static bool pick_dense(const lc_qmat *W, int mat, const float *x, const float *n
                        const float *residual, const lc_ctrl *ctrl, cudaStream_t st, cudaError_t *err) {
     using namespace gemv_stream;
     const int kernels = lc_gemv_kernels();
-    if (kernels == LC_GEMV_ENGINE || W->bits != 4 || (((uintptr_t)W->w | (uintptr_t)W->s | (uintptr_t)W->b) & 15))
+    if (kernels == LC_GEMV_ENGINE || W->bits != 4 || !aligned16(W))
         return false;
     if (!xn_out && ring_picked(W, mat)) {
         const lc_qmat M = mat_view(*W, mat);

@@ -30,16 +30,6 @@ struct pick_args {
     lc_ctrl *ctrl;
 };
 
-/* 64-bit maximum over a warp */
-__device__ __forceinline__ u64 warp_max_u64(u64 k) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const u64 q = __shfl_xor_sync(0xffffffffu, k, o);
-        k = q > k ? q : k;
-    }
-    return k;
-}
-
 __global__ void __launch_bounds__(NT, MINB)
     lm_head_greedy_kernel(lc_qmat W, const float *__restrict__ x, const float *__restrict__ norm_w, float eps,
                           float *__restrict__ y, pick_args pa) {
@@ -62,7 +52,7 @@ __global__ void __launch_bounds__(NT, MINB)
     const float a = store_rows<RB, KS>(red, ya, yb, y, nullptr); /* tq_gemv's stores, the same floats */
     if (threadIdx.x < RB * 16) { /* warps 0 and 1 hold the block's logits */
         const int r = blockIdx.x * RB * 16 + threadIdx.x;
-        const u64 kb = warp_max_u64(a == a ? lcs::key_of(a, r) : 0ull); /* NaN: never chosen */
+        const u64 kb = lcs::warp_reduce(a == a ? lcs::key_of(a, r) : 0ull, lcs::op_max_u64()); /* NaN: never chosen */
         if (lane == 0) best[warp] = kb;
     }
     __syncthreads();
