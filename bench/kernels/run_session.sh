@@ -168,14 +168,15 @@ for l in a:
             python3 tools/graph_trace.py /tmp/lilac-dec_cuda_gpu_trace.csv --steps 20 2>&1 | tee "$OUT/graph_kernels.txt"
         fi ;;
     cupti) # per-kernel times inside the decode graph at 4K (tools/cupti_trace.c: no nsys report here), then tools/graph_trace.py;
-        # CUPTI_VARIANTS: env settings to trace one after another ("-" the default; commas join settings),
+        # CUPTI_VARIANTS: env settings to trace one after another ("-" the default; commas join settings, + stands
+        # for a comma inside a value: LILAC_DECODE_TRY=xchg+c8),
         # e.g. "- LILAC_MOE=split LILAC_MOE=split,LILAC_ROUTER=block"
         CUPTI_LIB=$(sh tools/build_cupti_trace.sh /tmp/libcupti_trace.so) || { echo "cupti: skipped (tracer not built)"; continue; }
         for v in ${CUPTI_VARIANTS:--}; do
             tag=$(echo "$v" | tr -c 'a-zA-Z0-9\n' _)
             [ "$v" = - ] && v=
             echo "--- ${v:-default}"
-            env $(echo "$v" | tr , ' ') LD_LIBRARY_PATH="$CUPTI_LIB:$LD_LIBRARY_PATH" CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so CUPTI_TRACE_OUT=/tmp/cupti_$tag.csv \
+            env $(echo "$v" | tr , ' ' | tr + ,) LD_LIBRARY_PATH="$CUPTI_LIB:$LD_LIBRARY_PATH" CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so CUPTI_TRACE_OUT=/tmp/cupti_$tag.csv \
                 timeout 200 $B/lilac bench --synthetic --decode ${CUPTI_CTX:-4096} -n 64 --repeats 1 --no-profile > "$OUT/cupti_bench_$tag.log" 2>&1
             grep -E "^\| [0-9]" "$OUT/cupti_bench_$tag.log"
             python3 tools/graph_trace.py /tmp/cupti_$tag.csv --steps 20 2>&1 | tee "$OUT/graph_kernels_$tag.txt"
@@ -237,6 +238,11 @@ for l in a:
             timeout 120 compute-sanitizer --tool synccheck --error-exitcode 9 build/kernels/st_async_test $cfg > /tmp/san.log 2>&1
             echo "synccheck st_async_test $cfg rc=$?: $(grep -E 'SUMMARY|error' /tmp/san.log | head -2 | tr '\n' ' ')"
             cat /tmp/san.log >> "$OUT/stasync.log"
+        done ;;
+    onesan) # the decode graph with LILAC_DECODE_TRY=$SANTRY under memcheck and synccheck (4 steps at 4K, synthetic weights)
+        for tool in memcheck synccheck; do
+            LILAC_DECODE_TRY=$SANTRY timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 $B/lilac bench --synthetic --decode 4096 -n 4 --repeats 1 --no-profile > /tmp/san.log 2>&1
+            echo "$tool decode graph (LILAC_DECODE_TRY=$SANTRY) rc=$?"; grep -E "SUMMARY" /tmp/san.log; cat /tmp/san.log >> "$OUT/onesan.log"
         done ;;
     defsan) # the default decode graph under memcheck and synccheck, synccheck also in the barrier form (none), 4 steps at
         # 4K on synthetic weights; racecheck of the whole run passed 300 s, and filtered to the step's kernels
