@@ -482,8 +482,7 @@ static cudaError_t launch_late_out_proj(const lc_qmat &W, const float *x, float 
         set = true;
     }
     return gemv_stream::launch_k(gemv_ring::ring_gemv<4096, true>, dim3(gemv_stream::sm_count()), dim3(gemv_ring::WARPS * 32), smem,
-                                 st, true, W, x, (const float *)nullptr, 0.0f, h, (const float *)h, (const lc_ctrl *)nullptr,
-                                 (long long *)nullptr);
+                                 st, true, W, x, (const float *)nullptr, 0.0f, h, (const float *)h, (const lc_ctrl *)nullptr);
 }
 
 static cudaError_t launch_pre(const moe *m, const lc_qmat &sg, const lc_qmat &su, const lc_qmat &sd, cudaStream_t st) {
@@ -515,7 +514,7 @@ static void rep_fn(int rep, cudaStream_t st, void *p) {
         if (m->var == 5) {
             CK(lc_gemv(&m->wo[c], 0, m->mix, m->h, m->h, nullptr, st));
             CK(lc_moe_slots(&m->R, &m->gate, &m->up, &sg, &su, &m->down, &sd, m->h, m->nw, 1e-6f, m->P, m->rids, m->rw, m->rsg,
-                            nullptr, nullptr, st));
+                            nullptr, st));
             CK(lc_moe_slots_combine(m->P, m->h, 1, nullptr, st));
             return;
         }
@@ -530,7 +529,7 @@ static void rep_fn(int rep, cudaStream_t st, void *p) {
     }
     if (m->var == 4) {
         CK(lc_moe_slots(&m->R, &m->gate, &m->up, &sg, &su, &m->down, &sd, m->h, m->nw, 1e-6f, m->P, m->rids, m->rw, m->rsg,
-                        nullptr, nullptr, st));
+                        nullptr, st));
         CK(lc_moe_slots_combine(m->P, m->h, 0, nullptr, st));
         return;
     }

@@ -284,20 +284,13 @@ static void test_gpu_vs_cpu_real_width(void) {
      * for the comparison to mean anything (else the variants are held to
      * the tolerance only, and the test says so) */
     /* "none": no variant (the forms the sanitizers that cannot follow a variant run) */
-    /* "xchg,c8,topk1,tk9,red": the default's MoE with the pending sum (red), whose exact sum rounds once, so
-     * its floats differ from the slot-order sum's: held to the prefill's tolerance, then run again, which must
-     * repeat it bit for bit (the atomic adds' order changes nothing) */
-    static const char *const cands[] = {"", "none", "xchg", "c8", "topk1", "topk1,tk9", "all", "xchg,c8,topk1,tk9,red",
-                                        "xchg,c8,topk1,tk9,red"};
+    static const char *const cands[] = {"", "none", "xchg", "c8", "topk1", "topk1,tk9", "all"};
     /* the launches each must show (cuda_ops.h's LC_TRY_* bits): "" the default set, checked below; "pick" never
      * launches here (it is the greedy loop's: checked after) */
-    static const int expect[] = {0, 0, 1, 2, 4, 4 | 16, 7 | 16, 7 | 16 | 32, 7 | 16 | 32};
-    /* 1: bit for bit the default's rows; 0: the tolerance only, its rows kept; 2: bit for bit the kept rows */
-    static const int exact[] = {1, 1, 1, 1, 1, 1, 1, 0, 2};
+    static const int expect[] = {0, 0, 1, 2, 4, 4 | 16, 7 | 16};
     enum { NTRY = sizeof cands / sizeof cands[0] };
     float *rows0 = b ? malloc((size_t)16 * Vr * sizeof(float)) : NULL;
-    float *rows1 = b ? malloc((size_t)16 * Vr * sizeof(float)) : NULL;
-    for (int form = 0; rows0 && rows1 && form < 2 + NTRY; form++) {
+    for (int form = 0; rows0 && form < 2 + NTRY; form++) {
         lilac_session *s = NULL;
         float *row = malloc((size_t)Vr * sizeof(float));
         const char *cand = form >= 2 ? cands[form - 2] : NULL;
@@ -312,18 +305,14 @@ static void test_gpu_vs_cpu_real_width(void) {
                 double d = max_diff(row, b + (size_t)t * Vr, (size_t)Vr);
                 worst = d > worst ? d : worst;
                 top += argmax(row, Vr) == argmax(b + (size_t)t * Vr, Vr);
-                const int keep = form >= 2 && exact[form - 2] == 0, again = form >= 2 && exact[form - 2] == 2;
                 if (form == 0) memcpy(rows0 + (size_t)n * Vr, row, (size_t)Vr * sizeof(float));
-                else if (keep) memcpy(rows1 + (size_t)n * Vr, row, (size_t)Vr * sizeof(float));
-                else same += memcmp((again ? rows1 : rows0) + (size_t)n * Vr, row, (size_t)Vr * sizeof(float)) == 0;
+                else same += memcmp(rows0 + (size_t)n * Vr, row, (size_t)Vr * sizeof(float)) == 0;
             }
             const int used = try_used(0);
             if (cand)
-                printf("    decode after prefill, LILAC_DECODE_TRY=%s (ran 0x%x): %d/%d rows of logits bit for bit %s, "
-                       "max |dlogit| vs prefill %.3g\n",
-                       *cand ? cand : "(unset, again)", used, same, n,
-                       exact[form - 2] == 2 ? "its own previous run's" : exact[form - 2] ? "the default's" : "(not asked)",
-                       worst);
+                printf("    decode after prefill, LILAC_DECODE_TRY=%s (ran 0x%x): %d/%d rows of logits bit for bit the "
+                       "default's, max |dlogit| vs prefill %.3g\n",
+                       *cand ? cand : "(unset, again)", used, same, n, worst);
             else
                 printf("    decode after prefill vs prefill (MoE %s): max |dlogit| %.3g, top-1 %d/%d\n",
                        form ? "router + gate/up + down" : "one kernel", worst, top, n);
@@ -339,9 +328,7 @@ static void test_gpu_vs_cpu_real_width(void) {
                     printf("    NOTE: the default decode does not repeat itself bit for bit (%d/%d rows): the variants are "
                            "held to the tolerance only\n", same, n);
             } else if (cand) {
-                if (exact[form - 2] == 2) CHECK(same == n, "LILAC_DECODE_TRY=%s did not repeat %d of %d rows", cand, n - same, n);
-                else if (g_default_repeats && exact[form - 2])
-                    CHECK(same == n, "LILAC_DECODE_TRY=%s changed %d of %d rows", cand, n - same, n);
+                if (g_default_repeats) CHECK(same == n, "LILAC_DECODE_TRY=%s changed %d of %d rows", cand, n - same, n);
                 /* every candidate applies at these shapes on sm_90: a silent fallback would test nothing */
                 CHECK((used & expect[form - 2]) == expect[form - 2],
                       "LILAC_DECODE_TRY=%s: launched variants 0x%x, expected 0x%x", cand, used, expect[form - 2]);
@@ -356,16 +343,16 @@ static void test_gpu_vs_cpu_real_width(void) {
         lilac_session_free(s);
     }
     free(rows0);
-    free(rows1);
     /* the greedy device loop with the pick in the lm_head (LILAC_DECODE_TRY
-     * "pick": no argmax kernel) against the argmax kernel: the same ids, and
-     * the same stop at a stop id (the fifth id of the first run) */
+     * "pick": no argmax kernel; "pickr": its one-thread emit kernel) against
+     * the argmax kernel: the same ids, and the same stop at a stop id (the
+     * fifth id of the first run) */
     {
-        static const char *const picks[] = {"xchg,c8,topk1", "xchg,c8,topk1,pick"};
-        enum { NG = 24 };
-        int32_t got[2][2][NG];
-        int n_got[2][2] = {{0}}, len[2][2] = {{0}}, used[2] = {0};
-        for (int f = 0; f < 2; f++) {
+        static const char *const picks[] = {"xchg,c8,topk1", "xchg,c8,topk1,pick", "xchg,c8,topk1,pick,pickr"};
+        enum { NG = 24, NF = 3 };
+        int32_t got[NF][2][NG];
+        int n_got[NF][2] = {{0}}, len[NF][2] = {{0}}, used[NF] = {0};
+        for (int f = 0; f < NF; f++) {
             setenv("LILAC_DECODE_TRY", picks[f], 1);
             try_used(1);
             for (int run = 0; run < 2; run++) {
@@ -385,20 +372,23 @@ static void test_gpu_vs_cpu_real_width(void) {
             used[f] = try_used(0);
             unsetenv("LILAC_DECODE_TRY");
         }
-        int same = n_got[0][0] == n_got[1][0] && n_got[0][0] == NG;
-        for (int i = 0; same && i < NG; i++) same = got[0][0][i] == got[1][0][i];
         int stop_at = 0; /* where the stop id first appears in the first run */
         while (stop_at < NG - 1 && got[0][0][stop_at] != got[0][0][4]) stop_at++;
-        printf("    greedy, %d tokens: the lm_head's pick %s the argmax kernel's ids (ran 0x%x / 0x%x); stopped after %d / %d "
-               "tokens at a stop id (expected %d), sessions of %d / %d tokens\n",
-               NG, same ? "gives" : "DIFFERS from", used[0], used[1], n_got[0][1], n_got[1][1], stop_at + 1, len[0][1],
-               len[1][1]);
-        CHECK(same, "the lm_head's pick gave other ids than the argmax kernel");
-        CHECK((used[1] & LC_TRY_PICK_BIT) && !(used[0] & LC_TRY_PICK_BIT), "pick launched 0x%x / 0x%x", used[0], used[1]);
-        CHECK(n_got[0][1] == stop_at + 1 && n_got[1][1] == stop_at + 1, "stop id: %d and %d tokens, expected %d", n_got[0][1],
-              n_got[1][1], stop_at + 1);
-        CHECK(len[0][0] == len[1][0] && len[0][1] == len[1][1], "session lengths %d %d / %d %d", len[0][0], len[1][0], len[0][1],
-              len[1][1]);
+        for (int f = 1; f < NF; f++) {
+            int same = n_got[0][0] == n_got[f][0] && n_got[0][0] == NG;
+            for (int i = 0; same && i < NG; i++) same = got[0][0][i] == got[f][0][i];
+            printf("    greedy, %d tokens: %s %s the argmax kernel's ids (ran 0x%x / 0x%x); stopped after %d / %d "
+                   "tokens at a stop id (expected %d), sessions of %d / %d tokens\n",
+                   NG, picks[f], same ? "gives" : "DIFFERS from", used[0], used[f], n_got[0][1], n_got[f][1], stop_at + 1,
+                   len[0][1], len[f][1]);
+            CHECK(same, "the lm_head's pick (%s) gave other ids than the argmax kernel", picks[f]);
+            CHECK((used[f] & LC_TRY_PICK_BIT) && !(used[0] & LC_TRY_PICK_BIT), "pick launched 0x%x / 0x%x", used[0], used[f]);
+            CHECK(n_got[0][1] == stop_at + 1 && n_got[f][1] == stop_at + 1, "stop id: %d and %d tokens, expected %d",
+                  n_got[0][1], n_got[f][1], stop_at + 1);
+            CHECK(len[0][0] == len[f][0] && len[0][1] == len[f][1], "session lengths %d %d / %d %d", len[0][0], len[f][0],
+                  len[0][1], len[f][1]);
+        }
+        CHECK(used[2] & 32, "pickr launched 0x%x", used[2]); /* cuda_ops.h's LC_TRY_PICKR */
     }
     free(a);
     free(b);

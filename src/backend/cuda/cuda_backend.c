@@ -352,11 +352,6 @@ static lilac_status cuda_open(const lilac_model *m, const lilac_backend_opts *o,
         ALLOC(b->sgate, T);
         ALLOC(b->act, slots * I);
         ALLOC(b->eo, (size_t)(T * K + T) * D);
-        ALLOC(b->hacc, D); /* zero between decode steps (cuda_ops.h's lc_moe_slots, red) */
-        if (cudaMemset(b->hacc, 0, (size_t)D * sizeof *b->hacc) != cudaSuccess) {
-            lilac_fail(e, LILAC_EBACKEND, "CUDA: clearing the MoE's pending sum failed");
-            goto fail;
-        }
         ALLOC(b->sgu, (size_t)Ts * 2 * I);
         ALLOC(b->sact, (size_t)Ts * I);
         ALLOC(b->sout, (size_t)Ts * D);

@@ -83,7 +83,6 @@ struct lilac_backend {
     float *sgate;      /* [T] */
     float *act;        /* [max(T*K, K+1), I] */
     float *eo;         /* [T*K + T, D] expert outputs per slot (shared expert's last); decode: lc_moe_slots' shares */
-    long long *hacc;   /* [D] decode, LILAC_DECODE_TRY=red: the MoE's pending sum in fixed point (cuda_ops.h) */
     float *sgu;        /* [T, 2 Is] */
     float *sact;       /* [T, Is] */
     float *sout;       /* [T, D] */

@@ -75,13 +75,15 @@ cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, f
  * lc_gemv_rms of W on h (the same floats), then lc_argmax's choice without
  * a mask (ties to the lowest id, NaN never chosen) written as lc_argmax
  * writes it.  key: two device words, zero before the first call (each call
- * leaves them zero).  lc_lm_head_greedy_ok: whether W has the shape it
+ * leaves them zero).  count: the lm_head's last block emits the id (after
+ * a fence and a count in each block), else a one-thread kernel after it
+ * (LILAC_DECODE_TRY's "pickr").  lc_lm_head_greedy_ok: whether W has the shape it
  * takes (else cudaErrorNotSupported and nothing launched). */
 int lc_lm_head_greedy_ok(const lc_qmat *W);
 int lc_gemv_tq_head(const lc_qmat *W); /* gemv.cu: lc_gemv_rms runs the tq kernel lc_lm_head_greedy shares for W */
 cudaError_t lc_lm_head_greedy(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *logits,
                               unsigned long long *key, int32_t *out, const int32_t *stop_ids, int n_stop, int advance_pos,
-                              lc_ctrl *ctrl, cudaStream_t st);
+                              int count, lc_ctrl *ctrl, cudaStream_t st);
 /* Which kernels lc_gemv, lc_gemv_rms, lc_moe_gate_up and lc_moe_down run:
  * LC_GEMV_AUTO (default) the integer tensor-core ones of decode/gemv_tq.cuh,
  * the streaming / persistent ones of decode/gemv_stream.cuh, each at the
@@ -111,10 +113,7 @@ enum {
     LC_TRY_PICK = 8,  /* "pick": the greedy step's lm_head picks the id itself (lc_lm_head_greedy), no argmax kernel */
     LC_TRY_TK9 = 16,  /* "tk9": lc_moe_slots' top-K rounds of one reduction each (moe_route.cuh's pick_packed) */
     LC_TRY_ALL = 31,
-    /* "red": the MoE's shares summed by atomic adds in fixed point, read by the next layer's ring GEMVs, no sum
-     * kernel (lc_moe_slots_red_ok).  Not in "all": its sum is exact before one rounding, so its floats differ
-     * from the slot-order sum's (the tests hold it to the prefill's tolerance) */
-    LC_TRY_RED = 32,
+    LC_TRY_PICKR = 32, /* "pickr": with pick, the lm_head's blocks only take the maximum; a one-thread kernel emits */
     /* "none" runs lc_moe_slots' first form (clusters of 16, every warp routing, cluster barriers), kept until an H200
      * has judged c8 and topk1 (2026-12-06: H100s only); synccheck passes the default (st.async in clusters of 8) and
      * none, and faults on xchg in clusters of 16 (bench/kernels/st_async_test).  pick and tk9 joined the default on
@@ -327,17 +326,7 @@ int lc_moe_slots_ok(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, co
                     const lc_qmat *down, const lc_qmat *sh_down, int K);
 cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate, const lc_qmat *sh_up,
                          const lc_qmat *down, const lc_qmat *sh_down, float *h, const float *norm_w, float eps, float *P,
-                         int32_t *ids, float *w, float *sgate, long long *acc, const lc_ctrl *ctrl, cudaStream_t st);
-/* LILAC_DECODE_TRY's "red": with acc set, lc_moe_slots adds the shares into
- * acc [2048], 64-bit fixed point with 32 fraction bits (no sum kernel; the
- * order of the atomic adds cannot change the sum), and the next layer's
- * ring GEMVs read h + acc: lc_gemv_ring_acc, where lc_gemv_ring_ok(W), as
- * the in_proj (x = h + acc, residual NULL) and the out_proj (residual h +
- * acc, zeroed there).  acc is zero between steps (the last layer sums P). */
-int lc_moe_slots_red_ok(void);
-int lc_gemv_ring_ok(const lc_qmat *W);
-cudaError_t lc_gemv_ring_acc(const lc_qmat *W, const float *x, const float *norm_w, float eps, float *y, const float *residual,
-                             long long *acc, const lc_ctrl *ctrl, cudaStream_t st);
+                         int32_t *ids, float *w, float *sgate, const lc_ctrl *ctrl, cudaStream_t st);
 cudaError_t lc_moe_slots_combine(const float *P, float *h, int early, const lc_ctrl *ctrl, cudaStream_t st);
 /* Prefill: groups the T*K (token, expert) slots by expert. */
 typedef struct {

@@ -7,21 +7,8 @@
  * reads the position from the state's control block, so one graph serves
  * every step. */
 #include "backend/cuda/cuda_internal.h"
-#include "util/trace.h"
 
 #define MARK(cls) cuda_prof_mark(prof, cls, st)
-
-/* Whether layer l's MoE leaves its shares in b->hacc for layer l + 1's ring
- * GEMVs (LILAC_DECODE_TRY=red; cuda_ops.h's lc_moe_slots): not the last
- * layer's (the lm_head reads h), nor under traces (which read h). */
-static int moe_red(const lilac_backend *b, int l) {
-    const lilac_config *c = &b->m->cfg;
-    if (l < 0 || l + 1 >= c->n_layers || lilac_trace_on() || !lc_moe_slots_red_ok()) return 0;
-    const cuda_layer *cl = &b->layers[l], *nl = &b->layers[l + 1];
-    return lc_moe_slots_ok(&cl->router, &cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &cl->down, &cl->sh_down,
-                           c->n_experts_per_tok) &&
-           lc_gemv_ring_ok(&nl->in_proj) && lc_gemv_ring_ok(&nl->out_proj);
-}
 
 /* Layer l's mixer on b->h into b->mix: the input norm and in_proj, then the
  * gated attention or the DeltaNet step. */
@@ -31,11 +18,8 @@ static lilac_status enqueue_mixer(lilac_backend *b, lilac_state *s, int l, cuda_
     lc_ctrl *ctrl = s->ctrl;
     cuda_layer *cl = &b->layers[l];
     const int slot = lilac_config_layer_slot(c, l), Vd = c->lin_value_dim, H = c->n_heads, hd = c->head_dim;
-    /* the input norm runs inside the GEMV (on h + the previous MoE's pending sum with red) */
-    if (moe_red(b, l - 1))
-        LC_CHECK(lc_gemv_ring_acc(&cl->in_proj, b->h, cl->input_norm, c->rms_eps, b->proj, NULL, b->hacc, ctrl, st));
-    else
-        LC_CHECK(lc_gemv_rms(&cl->in_proj, b->h, cl->input_norm, c->rms_eps, b->proj, NULL, ctrl, st));
+    /* the input norm runs inside the GEMV */
+    LC_CHECK(lc_gemv_rms(&cl->in_proj, b->h, cl->input_norm, c->rms_eps, b->proj, NULL, ctrl, st));
     MARK(PROF_GEMV);
     if (cl->is_attn) {
         lc_attn_params ap = cl->attn;
@@ -79,22 +63,16 @@ lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t
         cuda_layer *cl = &b->layers[l];
         lilac_status rc = enqueue_mixer(b, s, l, prof, e);
         if (rc) return rc;
-        /* residual 1: h += mixer output projected (h + the previous MoE's pending sum with red) */
-        if (moe_red(b, l - 1))
-            LC_CHECK(lc_gemv_ring_acc(&cl->out_proj, b->mix, NULL, 0.0f, b->h, b->h, b->hacc, ctrl, st));
-        else
-            LC_CHECK(lc_gemv(&cl->out_proj, 0, b->mix, b->h, b->h, ctrl, st));
+        /* residual 1: h += mixer output projected */
+        LC_CHECK(lc_gemv(&cl->out_proj, 0, b->mix, b->h, b->h, ctrl, st));
         MARK(PROF_GEMV);
         cuda_ctrace(b, "h_mixer", l, b->h, 1, D, D);
         /* MoE, residual 2: one kernel (a cluster per expert slot) and the slots' sum, or
          * norm + router + top-K in one launch, then the experts */
         if (lc_moe_slots_ok(&cl->router, &cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &cl->down, &cl->sh_down, K)) {
-            const int red = moe_red(b, l);
             LC_CHECK(lc_moe_slots(&cl->router, &cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &cl->down, &cl->sh_down, b->h,
-                                  cl->post_norm, c->rms_eps, b->eo, b->topi, b->topw, b->sgate, red ? b->hacc : NULL, ctrl,
-                                  st));
+                                  cl->post_norm, c->rms_eps, b->eo, b->topi, b->topw, b->sgate, ctrl, st));
             MARK(PROF_MOE);
-            if (red) continue; /* layer l + 1's GEMVs add the pending sum */
             /* the sum's successor may launch early unless it is the lm_head (lc_moe_slots_combine) */
             LC_CHECK(lc_moe_slots_combine(b->eo, b->h, l + 1 < c->n_layers, ctrl, st));
             MARK(PROF_MOE);
@@ -122,9 +100,10 @@ lilac_status cuda_enqueue_step_mode(lilac_backend *b, lilac_state *s, int n_stop
     if (rc) return rc;
     if (!(mode & CUDA_STEP_SAMPLE) && (lc_decode_try() & LC_TRY_PICK) && lc_lm_head_greedy_ok(&b->lm_head)) {
         /* the lm_head picks the id itself: no argmax kernel */
-        lc_decode_try_note(LC_TRY_PICK);
+        const int r = lc_decode_try() & LC_TRY_PICKR;
+        lc_decode_try_note(LC_TRY_PICK | r);
         LC_CHECK(lc_lm_head_greedy(&b->lm_head, b->h, b->final_norm, c->rms_eps, b->logits, b->pick_key, s->out, b->stop_ids,
-                                   n_stop, 1, s->ctrl, st));
+                                   n_stop, 1, !r, s->ctrl, st));
         MARK(PROF_HEAD);
         return LILAC_OK;
     }

@@ -158,18 +158,6 @@ static bool tq_head_picked(const lc_qmat *W) {
 }
 extern "C" int lc_gemv_tq_head(const lc_qmat *W) { return tq_head_picked(W); }
 
-/* The ring kernel with the MoE's pending sum (moe_slots.cu's red form): x
- * is h + acc (residual NULL), or the residual is h + acc, which it zeroes.
- * Only where lc_gemv_ring_ok(W) holds. */
-extern "C" int lc_gemv_ring_ok(const lc_qmat *W) { return ring_picked(W, 0); }
-extern "C" cudaError_t lc_gemv_ring_acc(const lc_qmat *W, const float *x, const float *norm_w, float eps, float *y,
-                                        const float *residual, long long *acc, const lc_ctrl *ctrl, cudaStream_t st) {
-    if (!ring_picked(W, 0) || !acc) return cudaErrorInvalidValue;
-    const lc_qmat M = gemv_stream::mat_view(*W, 0);
-    return W->cols == 2048 ? gemv_ring::launch<2048>(M, x, norm_w, eps, y, residual, ctrl, st, true, acc)
-                           : gemv_ring::launch<4096>(M, x, norm_w, eps, y, residual, ctrl, st, true, acc);
-}
-
 static bool pick_dense(const lc_qmat *W, int mat, const float *x, const float *norm_w, float eps, float *xn_out, float *y,
                        const float *residual, const lc_ctrl *ctrl, cudaStream_t st, cudaError_t *err) {
     using namespace gemv_stream;

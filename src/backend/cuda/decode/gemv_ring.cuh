@@ -117,10 +117,10 @@ __device__ __forceinline__ void tile_from(gemv_tq::tile<K, NSP> &tl, const unsig
  * it waits for it before its stores and only then lets its successor
  * launch, so the successor may read the predecessor's output before its
  * own wait. */
-template <int K, bool LATE = false, bool ACC = false>
+template <int K, bool LATE = false>
 __global__ void __launch_bounds__(WARPS * 32, 2)
     ring_gemv(lc_qmat W, const float *__restrict__ x, const float *__restrict__ norm_w, float eps, float *y,
-              const float *residual, const lc_ctrl *ctrl, long long *acc) { /* y may be residual (h += W . x) */
+              const float *residual, const lc_ctrl *ctrl) { /* y may be residual (h += W . x) */
     constexpr int KS = K / (128 * NSP), KW = 128 * NSP; /* slices, inputs per slice */
     static_assert(WARPS % KS == 0, "a warp keeps one slice");
     extern __shared__ __align__(16) unsigned char smem[];
@@ -145,22 +145,12 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         cp_wait<0>(); /* no copy lands in a block that has left */
         return;
     }
-    /* the residual, requested before x's digits (rows <= threads: the launcher checks); ACC: x, or else the
-     * residual, is h plus the MoE's pending sum acc (moe_slots.cu's red form), which the residual's reader
-     * zeroes for the next MoE */
-    float res = residual && threadIdx.x < nrow ? residual[rb0 * 16 + threadIdx.x] : 0.0f;
-    if constexpr (ACC) {
-        if (residual && threadIdx.x < nrow) {
-            long long *a = acc + rb0 * 16 + threadIdx.x;
-            res += gemv_tq::from_fixed32(__ldcg(a));
-            *a = 0;
-        }
-    }
+    /* the residual, requested before x's digits (rows <= threads: the launcher checks) */
+    const float res = residual && threadIdx.x < nrow ? residual[rb0 * 16 + threadIdx.x] : 0.0f;
     /* the warp's slice of x as digits (its own buffer, group sums, scale), then as B fragments */
     uint4 *bw = bf + warp * (NSP + 1) * 2 * gemv_tq::SLOTS;
     float *xw = xs + warp * 8, ss;
-    const float down = gemv_tq::prep_x_warp<KW>(x + k * KW, bw, xw, norm_w ? norm_w + k * KW : nullptr, &ss,
-                                                 ACC && !residual ? acc + k * KW : nullptr);
+    const float down = gemv_tq::prep_x_warp<KW>(x + k * KW, bw, xw, norm_w ? norm_w + k * KW : nullptr, &ss);
     if (norm_w && warp < KS && lane == 0) scratch[warp] = ss; /* one warp per slice */
     __syncwarp();
     uint4 xb[NSP][2];
@@ -204,26 +194,18 @@ static bool fits(const lc_qmat &W) {
            2 * (smem_bytes<K>() + 1024) <= (size_t)gemv_stream::device_attr<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
 }
 
-/* acc (nullable): the MoE's pending sum (ring_gemv's ACC) */
-template <int K, bool ACC>
-static cudaError_t launch_acc(const lc_qmat &W, const float *x, const float *norm_w, float eps, float *y, const float *residual,
-                              const lc_ctrl *ctrl, long long *acc, cudaStream_t st, bool pdl) {
+template <int K>
+static cudaError_t launch(const lc_qmat &W, const float *x, const float *norm_w, float eps, float *y, const float *residual,
+                          const lc_ctrl *ctrl, cudaStream_t st, bool pdl = true) {
     static bool set = false;
+    if (!fits<K>(W)) return cudaErrorInvalidValue;
     if (!set) {
-        const cudaError_t err =
-            cudaFuncSetAttribute(ring_gemv<K, false, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes<K>());
+        const cudaError_t err = cudaFuncSetAttribute(ring_gemv<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes<K>());
         if (err) return err;
         set = true;
     }
-    return gemv_stream::launch_k(ring_gemv<K, false, ACC>, dim3(gemv_stream::sm_count()), dim3(WARPS * 32), smem_bytes<K>(), st,
-                                 pdl, W, x, norm_w, eps, y, residual, ctrl, acc);
-}
-template <int K>
-static cudaError_t launch(const lc_qmat &W, const float *x, const float *norm_w, float eps, float *y, const float *residual,
-                          const lc_ctrl *ctrl, cudaStream_t st, bool pdl = true, long long *acc = nullptr) {
-    if (!fits<K>(W)) return cudaErrorInvalidValue;
-    return acc ? launch_acc<K, true>(W, x, norm_w, eps, y, residual, ctrl, acc, st, pdl)
-               : launch_acc<K, false>(W, x, norm_w, eps, y, residual, ctrl, nullptr, st, pdl);
+    return gemv_stream::launch_k(ring_gemv<K>, dim3(gemv_stream::sm_count()), dim3(WARPS * 32), smem_bytes<K>(), st, pdl, W, x,
+                                 norm_w, eps, y, residual, ctrl);
 }
 
 } // namespace gemv_ring

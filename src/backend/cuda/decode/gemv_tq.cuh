@@ -136,24 +136,6 @@ __device__ __forceinline__ void load_task_x(const float *__restrict__ x, int t, 
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
 
-/* The residual's pending sum (moe_slots.cu's "red" form): the MoE's shares
- * summed in device memory as 64-bit fixed point with 32 fraction bits, so
- * that the order of the atomic adds cannot change the sum.  A float f with
- * |f| < 2^31 becomes round(f 2^32) (exact for |f| >= 2^-8: f 2^32 is then
- * an integer), and the sum comes back as one rounding to float. */
-__device__ __forceinline__ long long to_fixed32(float f) { return __float2ll_rn(f * 0x1p32f); }
-__device__ __forceinline__ float from_fixed32(long long q) { return __ll2float_rn(q) * 0x1p-32f; }
-
-/* v += the pending sum of task t (8 consecutive values), read through L2 */
-__device__ __forceinline__ void add_task_acc(const long long *__restrict__ acc, int t, float (&v)[8]) {
-    const longlong2 *p = reinterpret_cast<const longlong2 *>(acc) + 4 * t;
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-        const longlong2 a = __ldcg(p + q);
-        v[2 * q] += from_fixed32(a.x), v[2 * q + 1] += from_fixed32(a.y);
-    }
-}
-
 /* The block's tasks of x (thread tid: tasks tid + i NT, i < PER, those below
  * K / 8), RMSNorm(x) * norm_w when norm_w is set (load_x_smem's order).  All
  * threads call it (with norm_w, a block sum). */
@@ -241,8 +223,7 @@ __device__ __forceinline__ float digits_warp(const float (&v)[K / 8 / 32][8], ui
  * caller synchronises before bf and xs are read by other warps. */
 template <int K>
 __device__ __forceinline__ float prep_x_warp(const float *__restrict__ x, uint4 *bf, float *xs,
-                                             const float *__restrict__ nw = nullptr, float *ss = nullptr,
-                                             const long long *__restrict__ acc = nullptr) {
+                                             const float *__restrict__ nw = nullptr, float *ss = nullptr) {
     constexpr int PER = K / 8 / 32;
     static_assert(K % 256 == 0, "whole warps of tasks");
     const int lane = threadIdx.x & 31;
@@ -250,7 +231,6 @@ __device__ __forceinline__ float prep_x_warp(const float *__restrict__ x, uint4 
 #pragma unroll
     for (int i = 0; i < PER; i++) {
         load_task_x<false>(x, lane + 32 * i, v[i]);
-        if (acc) add_task_acc(acc, lane + 32 * i, v[i]);
         if (nw) {
             float w[8];
             load_task_x<false>(nw, lane + 32 * i, w);

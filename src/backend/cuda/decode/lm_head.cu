@@ -30,6 +30,10 @@ struct pick_args {
     lc_ctrl *ctrl;
 };
 
+/* COUNT: the block that counts last emits the id ("pick"); else every
+ * block only takes the maximum (a reduction, no fence, no count: "pickr")
+ * and emit_kernel, the next launch, emits it. */
+template <bool COUNT>
 __global__ void __launch_bounds__(NT, MINB)
     lm_head_greedy_kernel(lc_qmat W, const float *__restrict__ x, const float *__restrict__ norm_w, float eps,
                           float *__restrict__ y, pick_args pa) {
@@ -59,6 +63,7 @@ __global__ void __launch_bounds__(NT, MINB)
     if (threadIdx.x == 0) {
         const u64 kb = best[0] > best[1] ? best[0] : best[1];
         if (kb) atomicMax(pa.key, kb);
+        if constexpr (!COUNT) return;
         __threadfence(); /* the key before the count */
         if (atomicAdd(pa.key + 1, 1ull) == gridDim.x - 1) {
             __threadfence();
@@ -69,6 +74,16 @@ __global__ void __launch_bounds__(NT, MINB)
     }
 }
 
+/* pickr's emit: one thread, after the lm_head's grid has completed (its
+ * keys visible); the key back to zero for the next step */
+__global__ void __launch_bounds__(32) emit_kernel(pick_args pa) {
+    const bool stopped = lc_pdl_wait_stop(pa.ctrl);
+    lc_pdl_launch_dependents();
+    if (stopped || threadIdx.x != 0) return;
+    const u64 k = atomicExch(pa.key, 0ull);
+    lc_greedy_emit(k ? lcs::id_of(k) : 0, pa.out, pa.stop_ids, pa.n_stop, pa.advance_pos, pa.ctrl); /* 0: all NaN */
+}
+
 } // namespace
 
 /* where gemv.cu's pick_dense runs launch_gemv<2048, 8, 4, 2>: the same logits */
@@ -76,8 +91,11 @@ extern "C" int lc_lm_head_greedy_ok(const lc_qmat *W) { return W->n_mat == 1 && 
 
 extern "C" cudaError_t lc_lm_head_greedy(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *logits,
                                          unsigned long long *key, int32_t *out, const int32_t *stop_ids, int n_stop,
-                                         int advance_pos, lc_ctrl *ctrl, cudaStream_t st) {
+                                         int advance_pos, int count, lc_ctrl *ctrl, cudaStream_t st) {
     if (!lc_lm_head_greedy_ok(W)) return cudaErrorNotSupported;
     const pick_args pa = {key, out, stop_ids, n_stop, advance_pos, ctrl};
-    return launch_k(lm_head_greedy_kernel, dim3(W->rows / (16 * RB)), dim3(NT), 0, st, true, *W, h, norm_w, eps, logits, pa);
+    const dim3 grid(W->rows / (16 * RB));
+    if (count) return launch_k(lm_head_greedy_kernel<true>, grid, dim3(NT), 0, st, true, *W, h, norm_w, eps, logits, pa);
+    const cudaError_t err = launch_k(lm_head_greedy_kernel<false>, grid, dim3(NT), 0, st, true, *W, h, norm_w, eps, logits, pa);
+    return err ? err : launch_k(emit_kernel, dim3(1), dim3(32), 0, st, true, pa);
 }

@@ -137,12 +137,11 @@ __device__ unsigned long long slots_stamps[J * 16][13]; /* clusters of up to 16;
  * XCHG: the exchanges by st.async (the default; false under
  * LILAC_DECODE_TRY=none).  CS, NW: see shape_of.  T1: the top-K by warp 0
  * alone, then a block barrier (else by every warp, no barrier). */
-template <bool XCHG, int CS, int NW, bool T1, bool TK9, bool RED>
+template <bool XCHG, int CS, int NW, bool T1, bool TK9>
 __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
     moe_slots_kernel(lc_qmat R, lc_qmat gate, lc_qmat up, lc_qmat sg, lc_qmat su, lc_qmat down, lc_qmat sdown,
                      const float *__restrict__ h, const float *__restrict__ norm_w, float eps, float *__restrict__ P,
-                     int32_t *__restrict__ ids, float *__restrict__ w, float *__restrict__ sgate, long long *pend,
-                     const lc_ctrl *ctrl) {
+                     int32_t *__restrict__ ids, float *__restrict__ w, float *__restrict__ sgate, const lc_ctrl *ctrl) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     using L = shape_of<CS, NW>;
     constexpr int AR = L::AR, RBS = L::RBS, DR = L::DR, RP = L::RP, TG = L::TG, TD = L::TD;
@@ -352,14 +351,8 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
         gemv_ring::tile_from<I>(td, ((TG + d) & 1) ? slot1 : slot0, g, c);
         td.dot_x(xb, xw, dd, 0, g, c, ya, yb);
         if (c == 0) {
-            const int o = rank * DR + (warp * TD + d) * 16 + g;
-            if constexpr (RED) { /* into the pending sum, in any order (fixed point: the same sum) */
-                atomicAdd(reinterpret_cast<unsigned long long *>(pend + o), (unsigned long long)gemv_tq::to_fixed32(wj * ya));
-                atomicAdd(reinterpret_cast<unsigned long long *>(pend + o + 8), (unsigned long long)gemv_tq::to_fixed32(wj * yb));
-            } else {
-                float *p = P + (size_t)j * D + o;
-                p[0] = wj * ya, p[8] = wj * yb;
-            }
+            float *p = P + (size_t)j * D + rank * DR + (warp * TD + d) * 16;
+            p[g] = wj * ya, p[g + 8] = wj * yb;
         }
     }
     STAMP(7);
@@ -393,9 +386,8 @@ bool shape(const lc_qmat *m, int bits, int rows, int cols) {
  * c8 (clusters of 8 blocks of 16 warps, else 16 of 8), topk1 and tk9 (the
  * top-K rounds of one reduction each); a form F (bits 0-2 those
  * of xchg, c8 and topk1, bit 3 tk9) indexes the tables of fits and
- * launchers below.  F_RED (red: the shares into the pending sum, no sum
- * kernel) is built for the default form only (F_REDF). */
-constexpr int FORMS = 15, F_TK9 = 8, F_RED = 16, F_REDF = 15 | F_RED;
+ * launchers below. */
+constexpr int FORMS = 15, F_TK9 = 8;
 static_assert((LC_TRY_XCHG | LC_TRY_C8 | LC_TRY_TOPK1) == 7, "the forms' low bits are LILAC_DECODE_TRY's");
 int form() {
     const int t = lc_decode_try();
@@ -408,7 +400,7 @@ struct form_of {
     static constexpr int CS = form_cs(F), NW = 128 / CS;
     using L = shape_of<CS, NW>;
     static constexpr auto kernel() {
-        return moe_slots_kernel<(F & LC_TRY_XCHG) != 0, CS, NW, (F & LC_TRY_TOPK1) != 0, (F & F_TK9) != 0, (F & F_RED) != 0>;
+        return moe_slots_kernel<(F & LC_TRY_XCHG) != 0, CS, NW, (F & LC_TRY_TOPK1) != 0, (F & F_TK9) != 0>;
     }
 };
 
@@ -443,14 +435,13 @@ struct slots_args {
     float *P, *w, *sgate;
     float eps;
     int32_t *ids;
-    long long *acc;
     const lc_ctrl *ctrl;
 };
 template <int F>
 cudaError_t launch_f(const slots_args &a, cudaStream_t st) {
     using M = form_of<F>;
     return cluster_launch(M::kernel(), M::CS, dim3(J * M::CS), dim3(M::L::NT), M::L::SMEM, st, a.R, a.gate, a.up, a.sg, a.su,
-                          a.down, a.sdown, a.h, a.norm_w, a.eps, a.P, a.ids, a.w, a.sgate, a.acc, a.ctrl);
+                          a.down, a.sdown, a.h, a.norm_w, a.eps, a.P, a.ids, a.w, a.sgate, a.ctrl);
 }
 
 } // namespace
@@ -466,24 +457,12 @@ extern "C" int lc_moe_slots_ok(const lc_qmat *R, const lc_qmat *gate, const lc_q
            shape(sh_down, 4, D, I) && slots_fit(form());
 }
 
-/* red (LILAC_DECODE_TRY's "red", with the default's other bits): the
- * shares go into a pending sum that the next layer's ring GEMVs read */
-extern "C" int lc_moe_slots_red_ok(void) {
-    const int t = lc_decode_try();
-    return (t & LC_TRY_RED) && form() == FORMS && fit_f<F_REDF>();
-}
-
 extern "C" cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const lc_qmat *up, const lc_qmat *sh_gate,
                                     const lc_qmat *sh_up, const lc_qmat *down, const lc_qmat *sh_down, float *h,
                                     const float *norm_w, float eps, float *P, int32_t *ids, float *w, float *sgate,
-                                    long long *acc, const lc_ctrl *ctrl, cudaStream_t st) {
+                                    const lc_ctrl *ctrl, cudaStream_t st) {
     if (!lc_moe_slots_ok(R, gate, up, sh_gate, sh_up, down, sh_down, KR)) return cudaErrorNotSupported;
-    const slots_args a = {*R, *gate, *up, *sh_gate, *sh_up, *down, *sh_down, h, norm_w, P, w, sgate, eps, ids, acc, ctrl};
-    if (acc) {
-        if (!lc_moe_slots_red_ok()) return cudaErrorNotSupported;
-        lc_decode_try_note(form_bits(FORMS) | LC_TRY_RED);
-        return launch_f<F_REDF>(a, st);
-    }
+    const slots_args a = {*R, *gate, *up, *sh_gate, *sh_up, *down, *sh_down, h, norm_w, P, w, sgate, eps, ids, ctrl};
     const int f = form();
     lc_decode_try_note(form_bits(f));
     static cudaError_t (*const launch[16])(const slots_args &, cudaStream_t) = {
