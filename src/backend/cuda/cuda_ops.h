@@ -113,7 +113,10 @@ enum {
     LC_TRY_PICK = 8,  /* "pick": the greedy step's lm_head picks the id itself (lc_lm_head_greedy), no argmax kernel */
     LC_TRY_TK9 = 16,  /* "tk9": lc_moe_slots' top-K rounds of one reduction each (moe_route.cuh's pick_packed) */
     LC_TRY_ALL = 31,
-    LC_TRY_PICKR = 32, /* "pickr": with pick, the lm_head's blocks only take the maximum; a one-thread kernel emits */
+    /* "pickr": with pick, the lm_head's blocks only take the maximum (no fence, no count each); a one-thread kernel
+     * emits.  Not yet run on a GPU: on the H200 of 2026-12-07 pick and tk9 together gained 0.06% (the H100: 1.7%),
+     * the lm_head with the pick adding 96.1 us against tq_gemv's 82.4 (docs/PERFORMANCE.md, first section) */
+    LC_TRY_PICKR = 32,
     /* "none" runs lc_moe_slots' first form (clusters of 16, every warp routing, cluster barriers), kept until an H200
      * has judged c8 and topk1 (2026-12-06: H100s only); synccheck passes the default (st.async in clusters of 8) and
      * none, and faults on xchg in clusters of 16 (bench/kernels/st_async_test).  pick and tk9 joined the default on
