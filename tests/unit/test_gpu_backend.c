@@ -27,7 +27,8 @@ static int try_used(int reset) {
 static int try_default(void) { return 0; }
 #endif
 
-enum { LC_TRY_PICK_BIT = 8 }; /* cuda_ops.h's LC_TRY_PICK: the lm_head picks the greedy id */
+/* cuda_ops.h's LC_TRY_PICK (the lm_head picks the greedy id) and LC_TRY_PICKR (its one-thread emit kernel) */
+enum { LC_TRY_PICK_BIT = 8, LC_TRY_PICKR_BIT = 32 };
 
 #define TINY "tests/fixtures/tiny"
 
@@ -388,7 +389,7 @@ static void test_gpu_vs_cpu_real_width(void) {
             CHECK(len[0][0] == len[f][0] && len[0][1] == len[f][1], "session lengths %d %d / %d %d", len[0][0], len[f][0],
                   len[0][1], len[f][1]);
         }
-        CHECK(used[2] & 32, "pickr launched 0x%x", used[2]); /* cuda_ops.h's LC_TRY_PICKR */
+        CHECK(used[2] & LC_TRY_PICKR_BIT, "pickr launched 0x%x", used[2]);
     }
     free(a);
     free(b);

@@ -77,8 +77,8 @@ cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, f
  * writes it.  key: two device words, zero before the first call (each call
  * leaves them zero).  count: the lm_head's last block emits the id (after
  * a fence and a count in each block), else a one-thread kernel after it
- * (LILAC_DECODE_TRY's "pickr").  lc_lm_head_greedy_ok: whether W has the shape it
- * takes (else cudaErrorNotSupported and nothing launched). */
+ * (LILAC_DECODE_TRY's "pickr").  lc_lm_head_greedy_ok: whether W has the
+ * shape it takes (else cudaErrorNotSupported and nothing launched). */
 int lc_lm_head_greedy_ok(const lc_qmat *W);
 int lc_gemv_tq_head(const lc_qmat *W); /* gemv.cu: lc_gemv_rms runs the tq kernel lc_lm_head_greedy shares for W */
 cudaError_t lc_lm_head_greedy(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *logits,

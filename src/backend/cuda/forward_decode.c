@@ -98,12 +98,12 @@ lilac_status cuda_enqueue_step_mode(lilac_backend *b, lilac_state *s, int n_stop
     const cudaStream_t st = b->st;
     lilac_status rc = cuda_enqueue_layers(b, s, &s->ctrl->token, 1, prof, e);
     if (rc) return rc;
-    if (!(mode & CUDA_STEP_SAMPLE) && (lc_decode_try() & LC_TRY_PICK) && lc_lm_head_greedy_ok(&b->lm_head)) {
+    const int try_bits = lc_decode_try();
+    if (!(mode & CUDA_STEP_SAMPLE) && (try_bits & LC_TRY_PICK) && lc_lm_head_greedy_ok(&b->lm_head)) {
         /* the lm_head picks the id itself: no argmax kernel */
-        const int r = lc_decode_try() & LC_TRY_PICKR;
-        lc_decode_try_note(LC_TRY_PICK | r);
+        lc_decode_try_note(try_bits & (LC_TRY_PICK | LC_TRY_PICKR));
         LC_CHECK(lc_lm_head_greedy(&b->lm_head, b->h, b->final_norm, c->rms_eps, b->logits, b->pick_key, s->out, b->stop_ids,
-                                   n_stop, 1, !r, s->ctrl, st));
+                                   n_stop, 1, !(try_bits & LC_TRY_PICKR), s->ctrl, st));
         MARK(PROF_HEAD);
         return LILAC_OK;
     }

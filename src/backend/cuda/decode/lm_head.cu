@@ -30,6 +30,13 @@ struct pick_args {
     lc_ctrl *ctrl;
 };
 
+/* The best key taken (back to zero for the next step) and its id emitted
+ * as argmax_kernel emits it; one thread, once every block's key is in */
+__device__ __forceinline__ void emit_best(const pick_args &pa) {
+    const u64 k = atomicExch(pa.key, 0ull);
+    lc_greedy_emit(k ? lcs::id_of(k) : 0, pa.out, pa.stop_ids, pa.n_stop, pa.advance_pos, pa.ctrl); /* 0: all NaN */
+}
+
 /* COUNT: the block that counts last emits the id ("pick"); else every
  * block only takes the maximum (a reduction, no fence, no count: "pickr")
  * and emit_kernel, the next launch, emits it. */
@@ -67,21 +74,17 @@ __global__ void __launch_bounds__(NT, MINB)
         __threadfence(); /* the key before the count */
         if (atomicAdd(pa.key + 1, 1ull) == gridDim.x - 1) {
             __threadfence();
-            const u64 k = atomicExch(pa.key, 0ull);
             pa.key[1] = 0;
-            lc_greedy_emit(k ? lcs::id_of(k) : 0, pa.out, pa.stop_ids, pa.n_stop, pa.advance_pos, pa.ctrl); /* 0: all NaN */
+            emit_best(pa);
         }
     }
 }
 
-/* pickr's emit: one thread, after the lm_head's grid has completed (its
- * keys visible); the key back to zero for the next step */
+/* pickr's emit, after the lm_head's grid has completed (its keys visible) */
 __global__ void __launch_bounds__(32) emit_kernel(pick_args pa) {
     const bool stopped = lc_pdl_wait_stop(pa.ctrl);
     lc_pdl_launch_dependents();
-    if (stopped || threadIdx.x != 0) return;
-    const u64 k = atomicExch(pa.key, 0ull);
-    lc_greedy_emit(k ? lcs::id_of(k) : 0, pa.out, pa.stop_ids, pa.n_stop, pa.advance_pos, pa.ctrl); /* 0: all NaN */
+    if (!stopped && threadIdx.x == 0) emit_best(pa);
 }
 
 } // namespace
