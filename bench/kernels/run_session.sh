@@ -248,7 +248,7 @@ for l in a:
         # 4K on synthetic weights; racecheck of the whole run passed 300 s, and filtered to the step's kernels
         # (--kernel-name) it ends in an internal sanitizer error for every form (2026-12-06): the workshops carry it
         # (moecl, gdnstep)
-        k='regex=moe_slots|gdn_split|ring_gemv|attn_decode|combine|tq_gemv|argmax|embed'
+        k='regex=moe_slots|gdn_split|ring_gemv|attn_decode|combine|tq_gemv|lm_head|argmax|embed'
         for run in "memcheck - all" "synccheck - all" "synccheck none all" "racecheck - $k"; do
             set -- $run; t=$2; [ "$t" = - ] && t=
             f=; [ "$3" = all ] || f="--kernel-name $3"

@@ -27,8 +27,8 @@ static int try_used(int reset) {
 static int try_default(void) { return 0; }
 #endif
 
-/* cuda_ops.h's LC_TRY_PICK (the lm_head picks the greedy id) and LC_TRY_PICKR (its one-thread emit kernel) */
-enum { LC_TRY_PICK_BIT = 8, LC_TRY_PICKR_BIT = 32 };
+/* cuda_ops.h's LC_TRY_PICK (the lm_head picks the greedy id) and LC_TRY_HRING (the lm_head's ring form) */
+enum { LC_TRY_PICK_BIT = 8, LC_TRY_HRING_BIT = 32 };
 
 #define TINY "tests/fixtures/tiny"
 
@@ -285,10 +285,10 @@ static void test_gpu_vs_cpu_real_width(void) {
      * for the comparison to mean anything (else the variants are held to
      * the tolerance only, and the test says so) */
     /* "none": no variant (the forms the sanitizers that cannot follow a variant run) */
-    static const char *const cands[] = {"", "none", "xchg", "c8", "topk1", "topk1,tk9", "all"};
+    static const char *const cands[] = {"", "none", "xchg", "c8", "topk1", "topk1,tk9", "hring", "all"};
     /* the launches each must show (cuda_ops.h's LC_TRY_* bits): "" the default set, checked below; "pick" never
      * launches here (it is the greedy loop's: checked after) */
-    static const int expect[] = {0, 0, 1, 2, 4, 4 | 16, 7 | 16};
+    static const int expect[] = {0, 0, 1, 2, 4, 4 | 16, LC_TRY_HRING_BIT, 7 | 16};
     enum { NTRY = sizeof cands / sizeof cands[0] };
     float *rows0 = b ? malloc((size_t)16 * Vr * sizeof(float)) : NULL;
     for (int form = 0; rows0 && form < 2 + NTRY; form++) {
@@ -345,11 +345,11 @@ static void test_gpu_vs_cpu_real_width(void) {
     }
     free(rows0);
     /* the greedy device loop with the pick in the lm_head (LILAC_DECODE_TRY
-     * "pick": no argmax kernel; "pickr": its one-thread emit kernel) against
+     * "pick": no argmax kernel; with "hring", the lm_head's ring form) against
      * the argmax kernel: the same ids, and the same stop at a stop id (the
      * fifth id of the first run) */
     {
-        static const char *const picks[] = {"xchg,c8,topk1", "xchg,c8,topk1,pick", "xchg,c8,topk1,pick,pickr"};
+        static const char *const picks[] = {"xchg,c8,topk1", "xchg,c8,topk1,pick", "xchg,c8,topk1,pick,hring"};
         enum { NG = 24, NF = 3 };
         int32_t got[NF][2][NG];
         int n_got[NF][2] = {{0}}, len[NF][2] = {{0}}, used[NF] = {0};
@@ -389,7 +389,7 @@ static void test_gpu_vs_cpu_real_width(void) {
             CHECK(len[0][0] == len[f][0] && len[0][1] == len[f][1], "session lengths %d %d / %d %d", len[0][0], len[f][0],
                   len[0][1], len[f][1]);
         }
-        CHECK(used[2] & LC_TRY_PICKR_BIT, "pickr launched 0x%x", used[2]);
+        CHECK(used[2] & LC_TRY_HRING_BIT, "hring launched 0x%x", used[2]);
     }
     free(a);
     free(b);

@@ -89,7 +89,7 @@ lilac_status cuda_forward(lilac_backend *b, lilac_state *s, const int32_t *ids, 
         }
     } else if (out && out->logits) {
         const float *last = b->h + (size_t)(n - 1) * D;
-        LC_CHECK(lc_gemv_rms(&b->lm_head, last, b->final_norm, c->rms_eps, b->logits, NULL, NULL, b->st));
+        LC_CHECK(lc_lm_head(&b->lm_head, last, b->final_norm, c->rms_eps, b->logits, NULL, b->st));
         LC_CHECK(cudaMemcpyAsync(b->host_logits, b->logits, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost, b->st));
         LC_CHECK(cudaStreamSynchronize(b->st));
         memcpy(out->logits, b->host_logits, (size_t)V * sizeof(float));

@@ -75,15 +75,20 @@ cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, f
  * lc_gemv_rms of W on h (the same floats), then lc_argmax's choice without
  * a mask (ties to the lowest id, NaN never chosen) written as lc_argmax
  * writes it.  key: two device words, zero before the first call (each call
- * leaves them zero).  count: the lm_head's last block emits the id (after
- * a fence and a count in each block), else a one-thread kernel after it
- * (LILAC_DECODE_TRY's "pickr").  lc_lm_head_greedy_ok: whether W has the
- * shape it takes (else cudaErrorNotSupported and nothing launched). */
+ * leaves them zero).  ring: lm_head.cu's ring form (one block an SM, the
+ * same logits; LILAC_DECODE_TRY's "hring"), else one block per 64 rows.
+ * lc_lm_head_greedy_ok / lc_lm_head_ring_ok: whether W has the shape each
+ * takes (else cudaErrorNotSupported and nothing launched).  lc_lm_head: the
+ * logits alone, the ring form under "hring" where it fits, else lc_gemv_rms
+ * (the same floats). */
 int lc_lm_head_greedy_ok(const lc_qmat *W);
+int lc_lm_head_ring_ok(const lc_qmat *W);
 int lc_gemv_tq_head(const lc_qmat *W); /* gemv.cu: lc_gemv_rms runs the tq kernel lc_lm_head_greedy shares for W */
 cudaError_t lc_lm_head_greedy(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *logits,
                               unsigned long long *key, int32_t *out, const int32_t *stop_ids, int n_stop, int advance_pos,
-                              int count, lc_ctrl *ctrl, cudaStream_t st);
+                              int ring, lc_ctrl *ctrl, cudaStream_t st);
+cudaError_t lc_lm_head(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *logits, const lc_ctrl *ctrl,
+                       cudaStream_t st);
 /* Which kernels lc_gemv, lc_gemv_rms, lc_moe_gate_up and lc_moe_down run:
  * LC_GEMV_AUTO (default) the integer tensor-core ones of decode/gemv_tq.cuh,
  * the streaming / persistent ones of decode/gemv_stream.cuh, each at the
@@ -112,17 +117,18 @@ enum {
     LC_TRY_TOPK1 = 4, /* "topk1": lc_moe_slots' top-K by one warp a block, then a block barrier (not by every warp) */
     LC_TRY_PICK = 8,  /* "pick": the greedy step's lm_head picks the id itself (lc_lm_head_greedy), no argmax kernel */
     LC_TRY_TK9 = 16,  /* "tk9": lc_moe_slots' top-K rounds of one reduction each (moe_route.cuh's pick_packed) */
-    LC_TRY_ALL = 31,
-    /* "pickr": with pick, the lm_head's blocks only take the maximum (no fence, no count each); a one-thread kernel
-     * emits.  Not yet run on a GPU: on the H200 of 2026-12-07 pick and tk9 together gained 0.06% (the H100: 1.7%),
-     * the lm_head with the pick adding 96.1 us against tq_gemv's 82.4 (docs/PERFORMANCE.md, first section) */
-    LC_TRY_PICKR = 32,
+    /* "hring": the lm_head as lm_head.cu's ring form, one block an SM streaming its row blocks (the same logits; with
+     * pick it picks).  H100, 2026-12-07, two calls: decode 773.4 / 773.6 against 771.7 / 771.7 tokens/s at 4K, the
+     * lm_head adding 101.3 instead of 105.6 us inside the graph (docs/PERFORMANCE.md).  "pickr" (a one-thread emit
+     * kernel after 3,880 blocks that only take the maximum) went after its first run: 756.2 against 762.0 */
+    LC_TRY_HRING = 32,
+    LC_TRY_ALL = 63,
     /* "none" runs lc_moe_slots' first form (clusters of 16, every warp routing, cluster barriers), kept until an H200
      * has judged c8 and topk1 (2026-12-06: H100s only); synccheck passes the default (st.async in clusters of 8) and
      * none, and faults on xchg in clusters of 16 (bench/kernels/st_async_test).  pick and tk9 joined the default on
-     * 2026-12-07 (H100: decode 763.0 against 750.2 tokens/s at 4K; docs/PERFORMANCE.md); without them the tests keep
-     * the argmax kernel and the exact top-K rounds to compare with */
-    LC_TRY_DEFAULT = LC_TRY_XCHG | LC_TRY_C8 | LC_TRY_TOPK1 | LC_TRY_PICK | LC_TRY_TK9
+     * 2026-12-07 (H100: decode 763.0 against 750.2 tokens/s at 4K; docs/PERFORMANCE.md), hring the same day; without
+     * them the tests keep the argmax kernel, tq_gemv's lm_head and the exact top-K rounds to compare with */
+    LC_TRY_DEFAULT = LC_TRY_XCHG | LC_TRY_C8 | LC_TRY_TOPK1 | LC_TRY_PICK | LC_TRY_TK9 | LC_TRY_HRING
 };
 int lc_decode_try(void);
 int lc_decode_try_default(void); /* LC_TRY_DEFAULT, for the tests */

@@ -101,13 +101,14 @@ lilac_status cuda_enqueue_step_mode(lilac_backend *b, lilac_state *s, int n_stop
     const int try_bits = lc_decode_try();
     if (!(mode & CUDA_STEP_SAMPLE) && (try_bits & LC_TRY_PICK) && lc_lm_head_greedy_ok(&b->lm_head)) {
         /* the lm_head picks the id itself: no argmax kernel */
-        lc_decode_try_note(try_bits & (LC_TRY_PICK | LC_TRY_PICKR));
+        const int ring = (try_bits & LC_TRY_HRING) && lc_lm_head_ring_ok(&b->lm_head);
+        lc_decode_try_note(LC_TRY_PICK | (ring ? LC_TRY_HRING : 0));
         LC_CHECK(lc_lm_head_greedy(&b->lm_head, b->h, b->final_norm, c->rms_eps, b->logits, b->pick_key, s->out, b->stop_ids,
-                                   n_stop, 1, !(try_bits & LC_TRY_PICKR), s->ctrl, st));
+                                   n_stop, 1, ring, s->ctrl, st));
         MARK(PROF_HEAD);
         return LILAC_OK;
     }
-    LC_CHECK(lc_gemv_rms(&b->lm_head, b->h, b->final_norm, c->rms_eps, b->logits, NULL, s->ctrl, st));
+    LC_CHECK(lc_lm_head(&b->lm_head, b->h, b->final_norm, c->rms_eps, b->logits, s->ctrl, st));
     MARK(PROF_HEAD);
     if (mode & CUDA_STEP_SAMPLE)
         LC_CHECK(lc_sample(b->logits, &b->samp, (mode & CUDA_STEP_LOGPROBS) != 0, s->out, b->stop_ids, n_stop, 1, NULL, s->ctrl,
@@ -126,10 +127,9 @@ lilac_status cuda_enqueue_step_mode(lilac_backend *b, lilac_state *s, int n_stop
  *   pick: the choice of the next token from b->logits under the allowed
  *         mask b->mask (argmax or the sampler, by mode); pos stays. */
 static lilac_status enqueue_feed(lilac_backend *b, lilac_state *s, lilac_error *e) {
-    const lilac_config *c = &b->m->cfg;
     lilac_status rc = cuda_enqueue_layers(b, s, &s->ctrl->token, 1, NULL, e);
     if (rc) return rc;
-    LC_CHECK(lc_gemv_rms(&b->lm_head, b->h, b->final_norm, c->rms_eps, b->logits, NULL, s->ctrl, b->st));
+    LC_CHECK(lc_lm_head(&b->lm_head, b->h, b->final_norm, b->m->cfg.rms_eps, b->logits, s->ctrl, b->st));
     LC_CHECK(lc_ctrl_fed(s->ctrl, b->st));
     return LILAC_OK;
 }
