@@ -27,8 +27,8 @@ static int try_used(int reset) {
 static int try_default(void) { return 0; }
 #endif
 
-/* cuda_ops.h's LC_TRY_PICK (the lm_head picks the greedy id) and LC_TRY_HRING (the lm_head's ring form) */
-enum { LC_TRY_PICK_BIT = 8, LC_TRY_HRING_BIT = 32 };
+/* cuda_ops.h's LC_TRY_PICK (the lm_head picks the greedy id), LC_TRY_HRING (its ring form), LC_TRY_HEARLY */
+enum { LC_TRY_PICK_BIT = 8, LC_TRY_HRING_BIT = 32, LC_TRY_HEARLY_BIT = 64 };
 
 #define TINY "tests/fixtures/tiny"
 
@@ -285,10 +285,10 @@ static void test_gpu_vs_cpu_real_width(void) {
      * for the comparison to mean anything (else the variants are held to
      * the tolerance only, and the test says so) */
     /* "none": no variant (the forms the sanitizers that cannot follow a variant run) */
-    static const char *const cands[] = {"", "none", "xchg", "c8", "topk1", "topk1,tk9", "hring", "all"};
+    static const char *const cands[] = {"", "none", "xchg", "c8", "topk1", "topk1,tk9", "hring", "hring,hearly", "all"};
     /* the launches each must show (cuda_ops.h's LC_TRY_* bits): "" the default set, checked below; "pick" never
      * launches here (it is the greedy loop's: checked after) */
-    static const int expect[] = {0, 0, 1, 2, 4, 4 | 16, LC_TRY_HRING_BIT, 7 | 16};
+    static const int expect[] = {0, 0, 1, 2, 4, 4 | 16, LC_TRY_HRING_BIT, LC_TRY_HRING_BIT | LC_TRY_HEARLY_BIT, 7 | 16};
     enum { NTRY = sizeof cands / sizeof cands[0] };
     float *rows0 = b ? malloc((size_t)16 * Vr * sizeof(float)) : NULL;
     for (int form = 0; rows0 && form < 2 + NTRY; form++) {

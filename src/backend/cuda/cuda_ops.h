@@ -118,17 +118,22 @@ enum {
     LC_TRY_PICK = 8,  /* "pick": the greedy step's lm_head picks the id itself (lc_lm_head_greedy), no argmax kernel */
     LC_TRY_TK9 = 16,  /* "tk9": lc_moe_slots' top-K rounds of one reduction each (moe_route.cuh's pick_packed) */
     /* "hring": the lm_head as lm_head.cu's ring form, one block an SM streaming its row blocks (the same logits; with
-     * pick it picks).  H100, 2026-12-07, two calls: decode 773.4 / 773.6 against 771.7 / 771.7 tokens/s at 4K, the
-     * lm_head adding 101.3 instead of 105.6 us inside the graph (docs/PERFORMANCE.md).  "pickr" (a one-thread emit
+     * pick it picks).  H100, 2026-12-07: decode +0.0-0.3% at 4K over four calls, the lm_head adding 101.3 instead of
+     * 105.6 us inside the graph (docs/PERFORMANCE.md).  "pickr" (a one-thread emit
      * kernel after 3,880 blocks that only take the maximum) went after its first run: 756.2 against 762.0 */
     LC_TRY_HRING = 32,
-    LC_TRY_ALL = 63,
+    /* "hearly": with hring, the last layer's slots' sum lets the lm_head launch before it waits, as every other
+     * layer's sum lets the next in_proj (the ring's first tasks stream beside the MoE kernel; tq_gemv's lm_head
+     * launched that early had lost, H200: 104.8 against 82.4 us).  H100, 2026-12-07, one call: hring + hearly 773.6 /
+     * 773.5, hring 771.1 / 771.6, neither 769.4 / 768.9 tokens/s at 4K (docs/PERFORMANCE.md) */
+    LC_TRY_HEARLY = 64,
+    LC_TRY_ALL = 127,
     /* "none" runs lc_moe_slots' first form (clusters of 16, every warp routing, cluster barriers), kept until an H200
      * has judged c8 and topk1 (2026-12-06: H100s only); synccheck passes the default (st.async in clusters of 8) and
      * none, and faults on xchg in clusters of 16 (bench/kernels/st_async_test).  pick and tk9 joined the default on
-     * 2026-12-07 (H100: decode 763.0 against 750.2 tokens/s at 4K; docs/PERFORMANCE.md), hring the same day; without
-     * them the tests keep the argmax kernel, tq_gemv's lm_head and the exact top-K rounds to compare with */
-    LC_TRY_DEFAULT = LC_TRY_XCHG | LC_TRY_C8 | LC_TRY_TOPK1 | LC_TRY_PICK | LC_TRY_TK9 | LC_TRY_HRING
+     * 2026-12-07 (H100: decode 763.0 against 750.2 tokens/s at 4K; docs/PERFORMANCE.md), hring and hearly the same
+     * day; without them the tests keep the argmax kernel, tq_gemv's lm_head and the exact top-K rounds to compare with */
+    LC_TRY_DEFAULT = LC_TRY_XCHG | LC_TRY_C8 | LC_TRY_TOPK1 | LC_TRY_PICK | LC_TRY_TK9 | LC_TRY_HRING | LC_TRY_HEARLY
 };
 int lc_decode_try(void);
 int lc_decode_try_default(void); /* LC_TRY_DEFAULT, for the tests */

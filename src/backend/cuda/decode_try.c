@@ -18,6 +18,7 @@ static const struct {
     {"pick", LC_TRY_PICK},
     {"tk9", LC_TRY_TK9},
     {"hring", LC_TRY_HRING},
+    {"hearly", LC_TRY_HEARLY},
     {"all", LC_TRY_ALL},
     {"none", 0},
 };
@@ -32,7 +33,7 @@ static int parse(const char *s) {
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (strlen(names[i].name) == n && strncmp(s, names[i].name, n) == 0) bits |= names[i].bit, found = 1;
         if (!found && n > 0 && !warned) {
-            fprintf(stderr, "lilac: LILAC_DECODE_TRY: unknown variant '%.*s' ignored (xchg, c8, topk1, pick, tk9, hring, all, none)\n",
+            fprintf(stderr, "lilac: LILAC_DECODE_TRY: unknown variant '%.*s' ignored (xchg, c8, topk1, pick, tk9, hring, hearly, all, none)\n",
                     (int)(n < 64 ? n : 64), s);
             warned = 1;
         }

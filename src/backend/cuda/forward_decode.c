@@ -59,6 +59,9 @@ lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t
     LC_CHECK(lc_embed(&b->embed, d_ids, 1, b->h, ctrl, st));
     MARK(PROF_NORM);
     cuda_ctrace(b, "embed", 0, b->h, 1, D, D);
+    /* hearly: the last sum lets the ring lm_head launch early too */
+    const int head_early = (lc_decode_try() & (LC_TRY_HRING | LC_TRY_HEARLY)) == (LC_TRY_HRING | LC_TRY_HEARLY) &&
+                           lc_lm_head_ring_ok(&b->lm_head);
     for (int l = 0; l < c->n_layers; l++) {
         cuda_layer *cl = &b->layers[l];
         lilac_status rc = enqueue_mixer(b, s, l, prof, e);
@@ -73,8 +76,10 @@ lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t
             LC_CHECK(lc_moe_slots(&cl->router, &cl->gate, &cl->up, &cl->sh_gate, &cl->sh_up, &cl->down, &cl->sh_down, b->h,
                                   cl->post_norm, c->rms_eps, b->eo, b->topi, b->topw, b->sgate, ctrl, st));
             MARK(PROF_MOE);
-            /* the sum's successor may launch early unless it is the lm_head (lc_moe_slots_combine) */
-            LC_CHECK(lc_moe_slots_combine(b->eo, b->h, l + 1 < c->n_layers, ctrl, st));
+            /* the sum's successor may launch early unless it is tq_gemv's lm_head (lc_moe_slots_combine) */
+            const int last = l + 1 == c->n_layers;
+            if (last && head_early) lc_decode_try_note(LC_TRY_HEARLY);
+            LC_CHECK(lc_moe_slots_combine(b->eo, b->h, !last || head_early, ctrl, st));
             MARK(PROF_MOE);
             cuda_ctrace(b, "h_moe", l, b->h, 1, D, D);
             continue;

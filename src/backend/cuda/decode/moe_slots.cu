@@ -485,8 +485,11 @@ extern "C" int lc_moe_slots_stamps(unsigned long long *out) {
  * before its own wait (a layer's in_proj or q|k|v): its codes stream while
  * the MoE kernel runs, as they did behind tq_down, and h it reads after the
  * wait, which this kernel's completion (after the MoE kernel's) releases.
- * The decode step's last combine keeps the order: the lm_head launched that
- * early measured 104.8 instead of 82.4 us inside the graph (H200). */
+ * The decode step's last combine lets the lm_head launch early only in its
+ * ring form (lm_head.cu, LILAC_DECODE_TRY's hearly): tq_gemv's lm_head
+ * launched that early measured 104.8 instead of 82.4 us inside the graph
+ * (H200); the ring's blocks take ~156 KB, so only the SMs the MoE kernel
+ * leaves hold them early, and they stream their first tasks there. */
 extern "C" cudaError_t lc_moe_slots_combine(const float *P, float *h, int early, const lc_ctrl *ctrl, cudaStream_t st) {
     return gemv_stream::launch_k(moe_slots_combine_kernel, dim3(D / 256), dim3(256), 0, st, true, P, h, early, ctrl);
 }
