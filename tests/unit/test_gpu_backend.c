@@ -345,12 +345,14 @@ static void test_gpu_vs_cpu_real_width(void) {
     }
     free(rows0);
     /* the greedy device loop with the pick in the lm_head (LILAC_DECODE_TRY
-     * "pick": no argmax kernel; with "hring", the lm_head's ring form) against
+     * "pick": no argmax kernel; with "hring", the lm_head's ring form, and
+     * "hearly", launched before the last MoE ends) against
      * the argmax kernel: the same ids, and the same stop at a stop id (the
      * fifth id of the first run) */
     {
-        static const char *const picks[] = {"xchg,c8,topk1", "xchg,c8,topk1,pick", "xchg,c8,topk1,pick,hring"};
-        enum { NG = 24, NF = 3 };
+        static const char *const picks[] = {"xchg,c8,topk1", "xchg,c8,topk1,pick", "xchg,c8,topk1,pick,hring",
+                                            "xchg,c8,topk1,pick,hring,hearly"};
+        enum { NG = 24, NF = 4 };
         int32_t got[NF][2][NG];
         int n_got[NF][2] = {{0}}, len[NF][2] = {{0}}, used[NF] = {0};
         for (int f = 0; f < NF; f++) {
@@ -390,6 +392,7 @@ static void test_gpu_vs_cpu_real_width(void) {
                   len[0][1], len[f][1]);
         }
         CHECK(used[2] & LC_TRY_HRING_BIT, "hring launched 0x%x", used[2]);
+        CHECK((used[3] & LC_TRY_HEARLY_BIT) && (used[3] & LC_TRY_HRING_BIT), "hring,hearly launched 0x%x", used[3]);
     }
     free(a);
     free(b);
