@@ -77,12 +77,13 @@ cudaError_t lc_gemv_rms(const lc_qmat *W, const float *h, const float *norm_w, f
  * writes it.  key: two device words, zero before the first call (each call
  * leaves them zero).  ring: lm_head.cu's ring form (one block an SM, the
  * same logits; LILAC_DECODE_TRY's "hring"), else one block per 64 rows.
- * lc_lm_head_greedy_ok / lc_lm_head_ring_ok: whether W has the shape each
- * takes (else cudaErrorNotSupported and nothing launched).  lc_lm_head: the
- * logits alone, the ring form under "hring" where it fits, else lc_gemv_rms
- * (the same floats). */
+ * lc_lm_head_greedy_ok: whether W has the shape it takes (else
+ * cudaErrorNotSupported and nothing launched); lc_lm_head_ring_on: whether
+ * the decode step's lm_head runs the ring form (try_bits, LILAC_DECODE_TRY's
+ * bits, hold "hring" and the form fits W).  lc_lm_head: the logits alone,
+ * the ring form where lc_lm_head_ring_on, else lc_gemv_rms (the same floats). */
 int lc_lm_head_greedy_ok(const lc_qmat *W);
-int lc_lm_head_ring_ok(const lc_qmat *W);
+int lc_lm_head_ring_on(const lc_qmat *W, int try_bits);
 int lc_gemv_tq_head(const lc_qmat *W); /* gemv.cu: lc_gemv_rms runs the tq kernel lc_lm_head_greedy shares for W */
 cudaError_t lc_lm_head_greedy(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *logits,
                               unsigned long long *key, int32_t *out, const int32_t *stop_ids, int n_stop, int advance_pos,

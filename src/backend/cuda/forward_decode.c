@@ -60,8 +60,8 @@ lilac_status cuda_enqueue_layers(lilac_backend *b, lilac_state *s, const int32_t
     MARK(PROF_NORM);
     cuda_ctrace(b, "embed", 0, b->h, 1, D, D);
     /* hearly: the last sum lets the ring lm_head launch early too */
-    const int head_early = (lc_decode_try() & (LC_TRY_HRING | LC_TRY_HEARLY)) == (LC_TRY_HRING | LC_TRY_HEARLY) &&
-                           lc_lm_head_ring_ok(&b->lm_head);
+    const int try_bits = lc_decode_try();
+    const int head_early = (try_bits & LC_TRY_HEARLY) && lc_lm_head_ring_on(&b->lm_head, try_bits);
     for (int l = 0; l < c->n_layers; l++) {
         cuda_layer *cl = &b->layers[l];
         lilac_status rc = enqueue_mixer(b, s, l, prof, e);
@@ -106,7 +106,7 @@ lilac_status cuda_enqueue_step_mode(lilac_backend *b, lilac_state *s, int n_stop
     const int try_bits = lc_decode_try();
     if (!(mode & CUDA_STEP_SAMPLE) && (try_bits & LC_TRY_PICK) && lc_lm_head_greedy_ok(&b->lm_head)) {
         /* the lm_head picks the id itself: no argmax kernel */
-        const int ring = (try_bits & LC_TRY_HRING) && lc_lm_head_ring_ok(&b->lm_head);
+        const int ring = lc_lm_head_ring_on(&b->lm_head, try_bits);
         lc_decode_try_note(LC_TRY_PICK | (ring ? LC_TRY_HRING : 0));
         LC_CHECK(lc_lm_head_greedy(&b->lm_head, b->h, b->final_norm, c->rms_eps, b->logits, b->pick_key, s->out, b->stop_ids,
                                    n_stop, 1, ring, s->ctrl, st));

@@ -49,6 +49,9 @@ __device__ __forceinline__ void take_best(const pick_args &pa, u64 kb) {
     }
 }
 
+/* A logit's order key (the sampler's key_of); 0 for NaN, which is never chosen */
+__device__ __forceinline__ u64 row_key(float v, int r) { return v == v ? lcs::key_of(v, r) : 0ull; }
+
 /* Tasks a and b of a ring (gemv_ring.cuh: spans 4 m .. of one K slice
  * each, consecutive slices) as one NSP = 8 tile: tq_gemv's tile of slice
  * h when a and b are slices 2h and 2h + 1 */
@@ -89,7 +92,7 @@ __global__ void __launch_bounds__(NT, MINB)
     const float a = store_rows<RB, KS>(red, ya, yb, y, nullptr); /* tq_gemv's stores, the same floats */
     if (threadIdx.x < RB * 16) { /* warps 0 and 1 hold the block's logits */
         const int r = blockIdx.x * RB * 16 + threadIdx.x;
-        const u64 kb = lcs::warp_reduce(a == a ? lcs::key_of(a, r) : 0ull, lcs::op_max_u64()); /* NaN: never chosen */
+        const u64 kb = lcs::warp_reduce(row_key(a, r), lcs::op_max_u64());
         if (lane == 0) best[warp] = kb;
     }
     __syncthreads();
@@ -159,11 +162,7 @@ __global__ void __launch_bounds__(NT, 1)
         }
         if (c == 0) {
             y[r] = a, y[r + 8] = b;
-            if (pa.key) {
-                /* NaN: never chosen */
-                const u64 ka = a == a ? lcs::key_of(a, r) : 0ull, kc = b == b ? lcs::key_of(b, r + 8) : 0ull;
-                kb = max(kb, max(ka, kc));
-            }
+            if (pa.key) kb = max(kb, max(row_key(a, r), row_key(b, r + 8)));
         }
     }
     gemv_stream::cp_wait<0>();
@@ -186,10 +185,11 @@ constexpr size_t RING_SMEM = (size_t)NW * RING_S * gemv_ring::TASK;
 /* where gemv.cu's pick_dense runs launch_gemv<2048, 8, 4, 2>: the same logits */
 extern "C" int lc_lm_head_greedy_ok(const lc_qmat *W) { return W->n_mat == 1 && lc_gemv_tq_head(W); }
 
-/* The ring form where it fits: its rings in one block an SM */
-extern "C" int lc_lm_head_ring_ok(const lc_qmat *W) {
+/* Whether the ring form fits: its rings in one block an SM, W of the greedy form's shape */
+static bool ring_fits(const lc_qmat *W) {
     static int set = 0; /* 1 yes, -1 no */
     if (!set) {
+        /* the rings, x's digits (bf) and 2 KB for the kernel's other static arrays (xs, scratch, best: 704 B) */
         set = RING_SMEM + sizeof(uint4) * (NSPAN + 1) * 2 * SLOTS + 2048 <=
                           (size_t)gemv_stream::device_attr<cudaDevAttrMaxSharedMemoryPerBlockOptin>() &&
                       cudaFuncSetAttribute(lm_head_ring_kernel<RING_S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -207,10 +207,12 @@ static cudaError_t launch_ring(const lc_qmat *W, const float *h, const float *no
                     eps, logits, pa);
 }
 
+extern "C" int lc_lm_head_ring_on(const lc_qmat *W, int try_bits) { return (try_bits & LC_TRY_HRING) && ring_fits(W); }
+
 extern "C" cudaError_t lc_lm_head_greedy(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *logits,
                                          unsigned long long *key, int32_t *out, const int32_t *stop_ids, int n_stop,
                                          int advance_pos, int ring, lc_ctrl *ctrl, cudaStream_t st) {
-    if (!lc_lm_head_greedy_ok(W) || (ring && !lc_lm_head_ring_ok(W))) return cudaErrorNotSupported;
+    if (!lc_lm_head_greedy_ok(W) || (ring && !ring_fits(W))) return cudaErrorNotSupported;
     const pick_args pa = {key, out, stop_ids, n_stop, advance_pos, ctrl};
     if (ring) return launch_ring(W, h, norm_w, eps, logits, pa, st);
     return launch_k(lm_head_greedy_kernel, dim3(W->rows / (16 * RB)), dim3(NT), 0, st, true, *W, h, norm_w, eps, logits, pa);
@@ -220,8 +222,7 @@ extern "C" cudaError_t lc_lm_head_greedy(const lc_qmat *W, const float *h, const
  * under LILAC_DECODE_TRY's hring where it fits, else lc_gemv_rms */
 extern "C" cudaError_t lc_lm_head(const lc_qmat *W, const float *h, const float *norm_w, float eps, float *logits,
                                   const lc_ctrl *ctrl, cudaStream_t st) {
-    if (!(lc_decode_try() & LC_TRY_HRING) || !lc_lm_head_ring_ok(W))
-        return lc_gemv_rms(W, h, norm_w, eps, logits, nullptr, ctrl, st);
+    if (!lc_lm_head_ring_on(W, lc_decode_try())) return lc_gemv_rms(W, h, norm_w, eps, logits, nullptr, ctrl, st);
     lc_decode_try_note(LC_TRY_HRING);
     const pick_args pa = {nullptr, nullptr, nullptr, 0, 0, const_cast<lc_ctrl *>(ctrl)}; /* no pick: ctrl only read */
     return launch_ring(W, h, norm_w, eps, logits, pa, st);
