@@ -170,16 +170,19 @@ for l in a:
     cupti) # per-kernel times inside the decode graph at 4K (tools/cupti_trace.c: no nsys report here), then tools/graph_trace.py;
         # CUPTI_VARIANTS: env settings to trace one after another ("-" the default; commas join settings, + stands
         # for a comma inside a value: LILAC_DECODE_TRY=xchg+c8),
-        # e.g. "- LILAC_MOE=split LILAC_MOE=split,LILAC_ROUTER=block"
+        # e.g. "- LILAC_MOE=split LILAC_MOE=split,LILAC_ROUTER=block"; CUPTI_BUNDLES: the bundles' folders, each
+        # traced with every variant (default $B; e.g. ".gpubundle-base .gpubundle")
         CUPTI_LIB=$(sh tools/build_cupti_trace.sh /tmp/libcupti_trace.so) || { echo "cupti: skipped (tracer not built)"; continue; }
+        for d in ${CUPTI_BUNDLES:-$B}; do
         for v in ${CUPTI_VARIANTS:--}; do
-            tag=$(echo "$v" | tr -c 'a-zA-Z0-9\n' _)
+            tag=$(echo "$d$v" | tr -c 'a-zA-Z0-9\n' _)
             [ "$v" = - ] && v=
-            echo "--- ${v:-default}"
+            echo "--- $d ${v:-default}"
             env $(echo "$v" | tr , ' ' | tr + ,) LD_LIBRARY_PATH="$CUPTI_LIB:$LD_LIBRARY_PATH" CUDA_INJECTION64_PATH=/tmp/libcupti_trace.so CUPTI_TRACE_OUT=/tmp/cupti_$tag.csv \
-                timeout 200 $B/lilac bench --synthetic --decode ${CUPTI_CTX:-4096} -n 64 --repeats 1 --no-profile > "$OUT/cupti_bench_$tag.log" 2>&1
+                timeout 200 $d/lilac bench --synthetic --decode ${CUPTI_CTX:-4096} -n 64 --repeats 1 --no-profile > "$OUT/cupti_bench_$tag.log" 2>&1
             grep -E "^\| [0-9]" "$OUT/cupti_bench_$tag.log"
             python3 tools/graph_trace.py /tmp/cupti_$tag.csv --steps 20 2>&1 | tee "$OUT/graph_kernels_$tag.txt"
+        done
         done ;;
     pcache) timeout 120 $B/tests/test_gpu_pcache 2>&1 | tee "$OUT/pcache.log" | tail -3 ;;
     decgdn) # decode at 4K with the DeltaNet step's block form against the split forms (LILAC_GDN_STEP), same binary

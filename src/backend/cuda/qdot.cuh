@@ -148,10 +148,9 @@ struct x_share { /* a thread's float4s k = threadIdx.x + i stride of x (v) and n
                 xs4[slot(k, EPC)] = make_float4(v[i].x * wv[i].x, v[i].y * wv[i].y, v[i].z * wv[i].z, v[i].w * wv[i].w);
         }
     }
-    /* x (times rr * norm_w when norm) into the swizzled layout, then the chunk sums: two barriers */
+    /* x (times rr * norm_w when norm) into the swizzled layout; no barrier */
     template <int EPC>
-    __device__ __forceinline__ void store(float rr, bool norm, float *xn_out, float4 *xs4, float *csum) const {
-        constexpr int F4 = EPC / 4, NCH = COLS / EPC;
+    __device__ __forceinline__ void put(float rr, bool norm, float *xn_out, float4 *xs4) const {
 #pragma unroll
         for (int i = 0; i < PER; i++) {
             const int k = threadIdx.x + i * stride();
@@ -162,6 +161,12 @@ struct x_share { /* a thread's float4s k = threadIdx.x + i stride of x (v) and n
                 if (xn_out && blockIdx.x == 0 && blockIdx.y == 0) reinterpret_cast<float4 *>(xn_out)[k] = a;
             }
         }
+    }
+    /* put, then the chunk sums: two barriers */
+    template <int EPC>
+    __device__ __forceinline__ void store(float rr, bool norm, float *xn_out, float4 *xs4, float *csum) const {
+        constexpr int F4 = EPC / 4, NCH = COLS / EPC;
+        put<EPC>(rr, norm, xn_out, xs4);
         __syncthreads();
         for (int c = threadIdx.x; c < NCH; c += blockDim.x) {
             float sum = 0.0f;
@@ -199,11 +204,27 @@ __device__ __forceinline__ float x_chunk(const float4 *xs4, const float *csum, i
     return csum[ch];
 }
 
+/* x_chunk without the sums' table: the chunk's sum added here, in store's
+ * order (the same float), for a caller that skips store's barriers */
+template <int COLS, int EPC>
+__device__ __forceinline__ float x_chunk_summed(const float4 *xs4, int ch, float *xv) {
+    constexpr int F4 = EPC / 4, NCH = COLS / EPC;
+    float sum = 0.0f;
+#pragma unroll
+    for (int q = 0; q < F4; q++) {
+        const float4 a = xs4[q * NCH + ch];
+        xv[4 * q] = a.x, xv[4 * q + 1] = a.y, xv[4 * q + 2] = a.z, xv[4 * q + 3] = a.w;
+        sum += (a.x + a.y) + (a.z + a.w);
+    }
+    return sum;
+}
+
 /* NR rows' partial dots (this lane's chunks, not yet reduced over the row's
  * LPR lanes: qdot::reduce) against the swizzled activations; acc[p] stays 0
  * where !row[p].  Each chunk of x is read from shared memory once for all NR
- * rows, and every row's sum keeps the one-row order. */
-template <int BITS, int CPL, int LPR, int NR>
+ * rows, and every row's sum keeps the one-row order.  SUMMED: no sums' table
+ * (xcs unused), each chunk's sum added here (x_chunk_summed). */
+template <int BITS, int CPL, int LPR, int NR, bool SUMMED = false>
 __device__ __forceinline__ void dot_rows(const typename qdot<BITS, CPL, LPR>::chunk (&c)[NR], const bool (&row)[NR], int sub,
                                          const float4 *xs4, const float *xcs, float (&acc)[NR]) {
     using Q = qdot<BITS, CPL, LPR>;
@@ -212,7 +233,8 @@ __device__ __forceinline__ void dot_rows(const typename qdot<BITS, CPL, LPR>::ch
 #pragma unroll
     for (int j = 0; j < CPL; j++) {
         float xv[Q::EPC];
-        const float xsum = x_chunk<Q::COLS, Q::EPC>(xs4, xcs, sub + LPR * j, xv);
+        const float xsum = SUMMED ? x_chunk_summed<Q::COLS, Q::EPC>(xs4, sub + LPR * j, xv)
+                                  : x_chunk<Q::COLS, Q::EPC>(xs4, xcs, sub + LPR * j, xv);
 #pragma unroll
         for (int p = 0; p < NR; p++)
             if (row[p]) acc[p] = chunk_fma<BITS>(c[p].q[j], xv, c[p].s[j], c[p].b[j], xsum, acc[p]);

@@ -189,23 +189,23 @@ __device__ __forceinline__ void route(const float *lg, int E, int K, int32_t *__
 /* NR router rows' logits from the lane's fetched chunks and the block's x in
  * shared memory (qdot.cuh's dot_rows: each chunk of x read once for the NR
  * rows, as moe_slots.cu's warps take 2), each summed over the row's LPR
- * lanes (0 where !row[p]). */
-template <int BITS, int CPL, int LPR, int NR>
+ * lanes (0 where !row[p]).  SUMMED: without x's chunk sums (dot_rows). */
+template <int BITS, int CPL, int LPR, int NR, bool SUMMED = false>
 __device__ __forceinline__ void router_rows(const typename qdot<BITS, CPL, LPR>::chunk (&c)[NR], const bool (&row)[NR],
                                             int sub, const float4 *xs4, const float *xcs, float (&out)[NR]) {
-    dot_rows<BITS, CPL, LPR, NR>(c, row, sub, xs4, xcs, out);
+    dot_rows<BITS, CPL, LPR, NR, SUMMED>(c, row, sub, xs4, xcs, out);
 #pragma unroll
     for (int p = 0; p < NR; p++) out[p] = qdot<BITS, CPL, LPR>::reduce(out[p]);
 }
 
 /* One router row's logit (router_rows of one row) */
-template <int BITS, int CPL, int LPR>
+template <int BITS, int CPL, int LPR, bool SUMMED = false>
 __device__ __forceinline__ float router_row(const typename qdot<BITS, CPL, LPR>::chunk &c, bool row, int sub,
                                             const float4 *xs4, const float *xcs) {
     const typename qdot<BITS, CPL, LPR>::chunk cs[1] = {c};
     const bool rows[1] = {row};
     float out[1];
-    router_rows<BITS, CPL, LPR, 1>(cs, rows, sub, xs4, xcs, out);
+    router_rows<BITS, CPL, LPR, 1, SUMMED>(cs, rows, sub, xs4, xcs, out);
     return out[0];
 }
 

@@ -104,12 +104,12 @@ struct shape_of {
     static constexpr size_t O_XS = O_XS4 + (size_t)D * 4;         /* per warp: its digits' group scales */
     static constexpr size_t O_GU = O_XS + NW * 8 * 4;             /* gate/up sums [mat][row block][slice][16] */
     static constexpr size_t O_ACT = O_GU + 2 * RBS * 4 * 16 * 4;  /* the slot's 512 activations */
-    static constexpr size_t O_XCS = O_ACT + I * 4;                /* the router's x chunk sums */
-    static constexpr size_t O_SCR = O_XCS + D / RQ::EPC * 4;      /* block reductions */
+    static constexpr size_t O_SCR = O_ACT + I * 4;                /* block reductions */
     static constexpr size_t O_LG = O_SCR + 32 * 4;                /* the 256 expert logits (+ one unused) */
     static constexpr size_t O_SEL = O_LG + (E + 4) * 4;           /* per warp: the top-K ids and weights */
     static constexpr size_t O_MB = (O_SEL + (size_t)NW * KR * 8 + 16 + 7) / 8 * 8; /* XCHG: the two exchanges' mbarriers */
     static constexpr size_t SMEM = O_MB + 2 * 8;
+    static_assert(O_BF >= D * 4, "a routed block's RMSNorm(h) * norm_w in its rings");
 };
 
 /* LC_MOE_SLOTS_STAMPS (the workshop's build only): thread 0 of each block
@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
     uint4 *bf = reinterpret_cast<uint4 *>(smem + L::O_BF);
     float4 *xs4 = reinterpret_cast<float4 *>(smem + L::O_XS4);
     float *xs = reinterpret_cast<float *>(smem + L::O_XS), *gu = reinterpret_cast<float *>(smem + L::O_GU);
-    float *act = reinterpret_cast<float *>(smem + L::O_ACT), *xcs = reinterpret_cast<float *>(smem + L::O_XCS);
+    float *act = reinterpret_cast<float *>(smem + L::O_ACT);
     float *scratch = reinterpret_cast<float *>(smem + L::O_SCR), *lg = reinterpret_cast<float *>(smem + L::O_LG);
     int32_t *sel_i = reinterpret_cast<int32_t *>(smem + L::O_SEL);
     float *sel_w = reinterpret_cast<float *>(sel_i + NW * KR), *sgs = sel_w + NW * KR;
@@ -213,38 +213,58 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
     cluster_arrive_relaxed(); /* the start barrier: peers' shared memory is written only once every block has started */
     if (threadIdx.x == 0) lg[E] = 0.0f; /* topk_warp reads a gate logit there (unused); x's barriers publish it */
 
-    /* x: the warp's K slice of h * norm_w as digits (gate/up), then the
+    /* x: the warp's K slice of h * norm_w as digits (gate/up), and the
      * block's RMSNorm(h) * norm_w for the router rows.  h in one trip: the
-     * block's float4s, their products with norm_w staged where the router's
-     * x goes; each warp takes its slice's digits from there (the values
-     * prep_x_warp computes), then the products make way for RMSNorm(h) *
-     * norm_w (load_x_smem's) */
+     * block's float4s, their products with norm_w staged in xs4, from which
+     * each warp takes its slice's digits (the values prep_x_warp computes).
+     * One barrier publishes the products and the warps' sums of x^2
+     * (block_sum's order; scratch is first written here).  A routed block
+     * puts RMSNorm(h) * norm_w in its rings (empty until the experts are
+     * known), routes after one more barrier, and takes its digits while the
+     * logits travel; the shared slot, whose rings are in flight, takes its
+     * digits first, then overwrites the products (two barriers).  The
+     * router rows add x's chunk sums themselves (SUMMED: store's order, no
+     * sums' table and its two barriers).  Five barriers before 2026-12-07. */
     uint4 *bw = bf + warp * BFW;
     float *xw = xs + warp * 8;
-    const float ss = xsh.load(h, norm_w, true);
-    xsh.template stage<RQ::EPC>(xs4);
-    const float rr = rsqrtf(block_sum(ss, scratch) / (float)D + eps);
-    float v[2][8];
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int q = k * 128 + 2 * (lane + 32 * i); /* float4 of h: task lane + 32 i of slice k */
-        const float4 a = xs4[x_share<D>::slot(q, RQ::EPC)], b = xs4[x_share<D>::slot(q + 1, RQ::EPC)];
-        v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w;
-        v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
+    {
+        const float ss = warp_sum(xsh.load(h, norm_w, true));
+        if (lane == 0) scratch[warp] = ss;
     }
-    const float dn = gemv_tq::digits_warp<4 * 128>(v, bw, xw);
-    __syncthreads(); /* every warp has its slice before the products are overwritten */
-    xsh.template store<RQ::EPC>(rr, true, nullptr, xs4, xcs);
-    STAMP(2);
-    float acc[RP];
+    xsh.template stage<RQ::EPC>(xs4);
+    __syncthreads();
+    const float rr = rsqrtf(warp_sum(lane < NW ? scratch[lane] : 0.0f) / (float)D + eps);
+    auto digits = [&]() {
+        float v[2][8];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int q = k * 128 + 2 * (lane + 32 * i); /* float4 of h: task lane + 32 i of slice k */
+            const float4 a = xs4[x_share<D>::slot(q, RQ::EPC)], b = xs4[x_share<D>::slot(q + 1, RQ::EPC)];
+            v[i][0] = a.x, v[i][1] = a.y, v[i][2] = a.z, v[i][3] = a.w;
+            v[i][4] = b.x, v[i][5] = b.y, v[i][6] = b.z, v[i][7] = b.w;
+        }
+        return gemv_tq::digits_warp<4 * 128>(v, bw, xw);
+    };
+    float dn = 0.0f, acc[RP];
     if (!shared_slot) {
+        float4 *xn4 = reinterpret_cast<float4 *>(smem); /* the rings' first 8 KB */
+        xsh.template put<RQ::EPC>(rr, true, nullptr, xn4);
+        __syncthreads();
+        STAMP(2);
         bool all[RP];
 #pragma unroll
         for (int p = 0; p < RP; p++) all[p] = true;
-        router_rows<8, 4, 32, RP>(rc, all, lane, xs4, xcs, acc);
-    } else if (warp == 0) {
-        const float sl = router_row<8, 4, 32>(rc[0], true, lane, xs4, xcs);
-        if (lane == 0) sgs[0] = sigmoid_f(sl);
+        router_rows<8, 4, 32, RP, true>(rc, all, lane, xn4, nullptr, acc);
+    } else {
+        dn = digits();
+        __syncthreads(); /* every warp has its slice before the products are overwritten */
+        xsh.template put<RQ::EPC>(rr, true, nullptr, xs4);
+        __syncthreads();
+        STAMP(2);
+        if (warp == 0) {
+            const float sl = router_row<8, 4, 32, true>(rc[0], true, lane, xs4, nullptr);
+            if (lane == 0) sgs[0] = sigmoid_f(sl);
+        }
     }
     STAMP(8);
     cluster_wait(); /* the start barrier */
@@ -261,12 +281,14 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
                 else if (lane < CS) st_async(dst, (uint32_t)lane, xbar, acc[p]);
             }
             if (lane == (int)rank) mbar_arrive(xbar);
+            dn = digits(); /* while the logits travel */
             mbar_wait(xbar, 0);
         } else {
 #pragma unroll
             for (int p = 0; p < RP; p++)
                 if (lane < CS) st_cluster(lg + rank * NW + warp + p * CS * NW, (uint32_t)lane, acc[p]);
             cluster_arrive(); /* release: the peers' logits before any block reads them */
+            dn = digits();
             cluster_wait();
         }
         STAMP(10);
