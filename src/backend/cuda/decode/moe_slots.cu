@@ -63,7 +63,12 @@
  * twice an SM's work of the 8-warp form, so one warp routes and a block
  * barrier shares its choice.  H100, one binary, decode 760.3 against 740.0
  * tokens/s at 4K, 670.7 / 655.5 at 32K, 466.6 / 459.8 at 128K
- * (docs/PERFORMANCE.md). */
+ * (docs/PERFORMANCE.md).
+ *
+ * From h to the router's dots a routed block meets at two block barriers,
+ * not five (the comment at "x:" below; the same floats): H100, 2026-12-07,
+ * decode 785.3 against 776.5 tokens/s at 4K, 691.3 / 683.7 at 32K, 476.3 /
+ * 473.3 at 128K (docs/PERFORMANCE.md). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
