@@ -192,38 +192,29 @@ __device__ __forceinline__ float load_x_smem(const float *__restrict__ x, const 
     return rr;
 }
 
-/* Chunk ch of the swizzled activations into xv[EPC]; returns its sum. */
-template <int COLS, int EPC>
+/* Chunk ch of the swizzled activations into xv[EPC]; returns its sum:
+ * csum[ch], or with SUMMED (no sums' table, xcs unused) the sum added here
+ * in store's order, the same float, for a caller that skips store's
+ * barriers (moe_slots.cu). */
+template <int COLS, int EPC, bool SUMMED = false>
 __device__ __forceinline__ float x_chunk(const float4 *xs4, const float *csum, int ch, float *xv) {
-    constexpr int F4 = EPC / 4, NCH = COLS / EPC;
-#pragma unroll
-    for (int q = 0; q < F4; q++) {
-        const float4 a = xs4[q * NCH + ch];
-        xv[4 * q] = a.x, xv[4 * q + 1] = a.y, xv[4 * q + 2] = a.z, xv[4 * q + 3] = a.w;
-    }
-    return csum[ch];
-}
-
-/* x_chunk without the sums' table: the chunk's sum added here, in store's
- * order (the same float), for a caller that skips store's barriers */
-template <int COLS, int EPC>
-__device__ __forceinline__ float x_chunk_summed(const float4 *xs4, int ch, float *xv) {
     constexpr int F4 = EPC / 4, NCH = COLS / EPC;
     float sum = 0.0f;
 #pragma unroll
     for (int q = 0; q < F4; q++) {
         const float4 a = xs4[q * NCH + ch];
         xv[4 * q] = a.x, xv[4 * q + 1] = a.y, xv[4 * q + 2] = a.z, xv[4 * q + 3] = a.w;
-        sum += (a.x + a.y) + (a.z + a.w);
+        if constexpr (SUMMED) sum += (a.x + a.y) + (a.z + a.w);
     }
-    return sum;
+    if constexpr (SUMMED) return sum;
+    else return csum[ch];
 }
 
 /* NR rows' partial dots (this lane's chunks, not yet reduced over the row's
  * LPR lanes: qdot::reduce) against the swizzled activations; acc[p] stays 0
  * where !row[p].  Each chunk of x is read from shared memory once for all NR
  * rows, and every row's sum keeps the one-row order.  SUMMED: no sums' table
- * (xcs unused), each chunk's sum added here (x_chunk_summed). */
+ * (xcs unused), each chunk's sum added here (x_chunk). */
 template <int BITS, int CPL, int LPR, int NR, bool SUMMED = false>
 __device__ __forceinline__ void dot_rows(const typename qdot<BITS, CPL, LPR>::chunk (&c)[NR], const bool (&row)[NR], int sub,
                                          const float4 *xs4, const float *xcs, float (&acc)[NR]) {
@@ -233,8 +224,7 @@ __device__ __forceinline__ void dot_rows(const typename qdot<BITS, CPL, LPR>::ch
 #pragma unroll
     for (int j = 0; j < CPL; j++) {
         float xv[Q::EPC];
-        const float xsum = SUMMED ? x_chunk_summed<Q::COLS, Q::EPC>(xs4, sub + LPR * j, xv)
-                                  : x_chunk<Q::COLS, Q::EPC>(xs4, xcs, sub + LPR * j, xv);
+        const float xsum = x_chunk<Q::COLS, Q::EPC, SUMMED>(xs4, xcs, sub + LPR * j, xv);
 #pragma unroll
         for (int p = 0; p < NR; p++)
             if (row[p]) acc[p] = chunk_fma<BITS>(c[p].q[j], xv, c[p].s[j], c[p].b[j], xsum, acc[p]);
