@@ -33,6 +33,9 @@
  *                their ids, exact unless 9 rounds meet a tie in the keys'
  *                high parts (then the rounds of 4: the tie sets take it);
  *                topk_packed_sim.py checks the same rounds on the host
+ *   9-11 split   moe_route.cuh's topk_split8 (LILAC_DECODE_TRY eslot):
+ *                start() through rank j (0, 3, 7), then finish(): the
+ *                exact rounds in two parts
  * Every variant must give variant 0's ids and weights bit for bit, on random
  * logits, logits with exact ties, and a set with -inf entries (checked on
  * the host).  H200, 2026-12-04 (warm cycles a call): the shuffle-pair
@@ -49,7 +52,7 @@
 #include "backend/cuda/decode/moe_route.cuh"
 #include "workshop.h"
 
-constexpr int E = 256, K = 8, EPL = E / 32, WARPS = 8, NV = 9;
+constexpr int E = 256, K = 8, EPL = E / 32, WARPS = 8, NV = 12;
 
 __device__ __forceinline__ uint32_t order_key(float f) {
     const uint32_t u = __float_as_uint(f);
@@ -141,7 +144,13 @@ __device__ __forceinline__ void merge_lanes(topk_sorted8 &s) {
 
 template <int VAR>
 __device__ __forceinline__ void topk(const float *lg, int32_t *ids, float *w) {
-    if constexpr (VAR == 0 || VAR == 8) {
+    if constexpr (VAR >= 9) {
+        constexpr int j = VAR == 9 ? 0 : VAR == 10 ? 3 : 7;
+        topk_split8 ts;
+        ts.start(lg, j, ids);
+        ts.finish(j, K, ids, w);
+        return;
+    } else if constexpr (VAR == 0 || VAR == 8) {
         float sg;
         topk_warp<EPL, true, VAR == 8>(lg, E, K, ids, w, &sg);
         return;
@@ -244,6 +253,9 @@ static void launch(int var, const float *lgs, int nsets, int reps, int32_t *ids,
     case 5: topk_kernel<5><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     case 7: topk_kernel<7><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     case 8: topk_kernel<8><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
+    case 9: topk_kernel<9><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
+    case 10: topk_kernel<10><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
+    case 11: topk_kernel<11><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     default: topk_kernel<6><<<1, WARPS * 32>>>(lgs, nsets, reps, ids, w, cyc); break;
     }
     CK(cudaGetLastError());
@@ -277,7 +289,8 @@ int main(int argc, char **argv) {
     CK(cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, 0)); /* kHz */
     const char *names[NV] = {"engine (shuffle pairs)", "redux",           "engine, divisions after", "redux, divisions after",
                              "sorted lanes, 2 redux",  "sorted, ballot", "prelude alone (no check)", "sorted, butterfly merge",
-                             "engine tk9 (one redux a round)"};
+                             "engine tk9 (one redux a round)", "split at rank 0 (eslot)", "split at rank 3 (eslot)",
+                             "split at rank 7 (eslot)"};
     std::vector<int32_t> ref_ids;
     std::vector<float> ref_w;
     int failures = 0;

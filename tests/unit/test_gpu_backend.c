@@ -27,8 +27,9 @@ static int try_used(int reset) {
 static int try_default(void) { return 0; }
 #endif
 
-/* cuda_ops.h's LC_TRY_PICK (the lm_head picks the greedy id), LC_TRY_HRING (its ring form), LC_TRY_HEARLY */
-enum { LC_TRY_PICK_BIT = 8, LC_TRY_HRING_BIT = 32, LC_TRY_HEARLY_BIT = 64 };
+/* cuda_ops.h's LC_TRY_PICK (the lm_head picks the greedy id), LC_TRY_HRING (its ring form), LC_TRY_HEARLY,
+ * LC_TRY_ESLOT (the MoE kernel's experts requested per top-K rank) */
+enum { LC_TRY_PICK_BIT = 8, LC_TRY_HRING_BIT = 32, LC_TRY_HEARLY_BIT = 64, LC_TRY_ESLOT_BIT = 128 };
 
 #define TINY "tests/fixtures/tiny"
 
@@ -285,10 +286,13 @@ static void test_gpu_vs_cpu_real_width(void) {
      * for the comparison to mean anything (else the variants are held to
      * the tolerance only, and the test says so) */
     /* "none": no variant (the forms the sanitizers that cannot follow a variant run) */
-    static const char *const cands[] = {"", "none", "xchg", "c8", "topk1", "topk1,tk9", "hring", "hring,hearly", "all"};
+    static const char *const cands[] = {"",      "none",         "xchg",           "c8",  "topk1", "topk1,tk9", "hring",
+                                        "hring,hearly", "topk1,eslot", "c8,topk1,eslot", "all"};
     /* the launches each must show (cuda_ops.h's LC_TRY_* bits): "" the default set, checked below; "pick" never
      * launches here (it is the greedy loop's: checked after) */
-    static const int expect[] = {0, 0, 1, 2, 4, 4 | 16, LC_TRY_HRING_BIT, LC_TRY_HRING_BIT | LC_TRY_HEARLY_BIT, 7 | 16};
+    /* eslot replaces tk9's rounds in the MoE kernel (so "all" launches no tk9) */
+    static const int expect[] = {0, 0, 1, 2, 4, 4 | 16, LC_TRY_HRING_BIT, LC_TRY_HRING_BIT | LC_TRY_HEARLY_BIT,
+                                 4 | LC_TRY_ESLOT_BIT, 6 | LC_TRY_ESLOT_BIT, 7 | LC_TRY_ESLOT_BIT};
     enum { NTRY = sizeof cands / sizeof cands[0] };
     float *rows0 = b ? malloc((size_t)16 * Vr * sizeof(float)) : NULL;
     for (int form = 0; rows0 && form < 2 + NTRY; form++) {

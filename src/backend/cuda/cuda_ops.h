@@ -128,7 +128,11 @@ enum {
      * launched that early had lost, H200: 104.8 against 82.4 us).  H100, 2026-12-07, one call: hring + hearly 773.6 /
      * 773.5, hring 771.1 / 771.6, neither 769.4 / 768.9 tokens/s at 4K (docs/PERFORMANCE.md) */
     LC_TRY_HEARLY = 64,
-    LC_TRY_ALL = 127,
+    /* "eslot" (with topk1): lc_moe_slots' block of slot j requests its expert's codes once the top-K's ranks 0 .. j
+     * are known, warp 0 taking the other ranks and the weights while they travel (moe_route.cuh's topk_split8, the
+     * exact rounds: it replaces tk9 there).  Written 2026-12-07, again 2026-12-08 (the branch was lost); not yet run */
+    LC_TRY_ESLOT = 128,
+    LC_TRY_ALL = 255,
     /* "none" runs lc_moe_slots' first form (clusters of 16, every warp routing, cluster barriers), kept until an H200
      * has judged c8 and topk1 (2026-12-06: H100s only); synccheck passes the default (st.async in clusters of 8) and
      * none, and faults on xchg in clusters of 16 (bench/kernels/st_async_test).  pick and tk9 joined the default on

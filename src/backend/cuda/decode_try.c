@@ -19,6 +19,7 @@ static const struct {
     {"tk9", LC_TRY_TK9},
     {"hring", LC_TRY_HRING},
     {"hearly", LC_TRY_HEARLY},
+    {"eslot", LC_TRY_ESLOT},
     {"all", LC_TRY_ALL},
     {"none", 0},
 };
@@ -33,7 +34,7 @@ static int parse(const char *s) {
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (strlen(names[i].name) == n && strncmp(s, names[i].name, n) == 0) bits |= names[i].bit, found = 1;
         if (!found && n > 0 && !warned) {
-            fprintf(stderr, "lilac: LILAC_DECODE_TRY: unknown variant '%.*s' ignored (xchg, c8, topk1, pick, tk9, hring, hearly, all, none)\n",
+            fprintf(stderr, "lilac: LILAC_DECODE_TRY: unknown variant '%.*s' ignored (xchg, c8, topk1, pick, tk9, hring, hearly, eslot, all, none)\n",
                     (int)(n < 64 ? n : 64), s);
             warned = 1;
         }

@@ -174,6 +174,51 @@ __device__ void topk_warp(const float *lg, int E, int K, int32_t *__restrict__ i
     if (lane == 0) sgate[0] = sigmoid_f(SMEM ? lg[E] : __ldcg(lg + E));
 }
 
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+/* topk_warp<8, true> (E = 256 logits in shared memory, K <= 8, the exact
+ * rounds) in two parts, for a caller that needs only rank j's expert before
+ * it can go on ("eslot", moe_slots.cu): start() takes the prelude and the
+ * rounds 0 .. j, finish() the other rounds and the K weights.  The same
+ * sums in the same order as topk_warp's, so the same ids and weights bit
+ * for bit (and tk9's, whose rounds give pick's wherever it keeps them).
+ * One warp, j uniform; no block barriers. */
+struct topk_split8 {
+    topk_sorted8 s;
+    float v[8], sum;
+    __device__ __forceinline__ void start(const float *lg, int j, int32_t *ids) {
+        const int lane = threadIdx.x & 31;
+        float p[8];
+        float mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < 8; i++) p[i] = lg[lane + 32 * i], mx = fmaxf(mx, p[i]);
+        mx = warp_max(mx);
+        sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) sum += (p[i] = expf(p[i] - mx));
+        sum = warp_sum(sum);
+        s.init(p);
+#pragma unroll
+        for (int r = 0; r < 8; r++)
+            if (r <= j) v[r] = s.pick(ids, r);
+    }
+    __device__ __forceinline__ void finish(int j, int K, int32_t *ids, float *w) {
+        const int lane = threadIdx.x & 31;
+#pragma unroll
+        for (int r = 0; r < 8; r++)
+            if (r > j && r < K) v[r] = s.pick(ids, r);
+        float wsum = 0.0f, mine = 0.0f;
+#pragma unroll
+        for (int r = 0; r < 8; r++)
+            if (r < K) {
+                const float q = v[r] / sum;
+                wsum += q;
+                if (lane == r) mine = q;
+            }
+        if (lane < K) w[lane] = mine / wsum;
+    }
+};
+#endif
+
 /* topk_warp for E + 1 logits, its registers per lane chosen by E (<= 1024) */
 template <bool SMEM>
 __device__ __forceinline__ void route(const float *lg, int E, int K, int32_t *__restrict__ ids, float *__restrict__ w,

@@ -141,8 +141,12 @@ __device__ unsigned long long slots_stamps[J * 16][13]; /* clusters of up to 16;
  * (sgate for the shared slot).  ids / w / sgate: the routing, for traces.
  * XCHG: the exchanges by st.async (the default; false under
  * LILAC_DECODE_TRY=none).  CS, NW: see shape_of.  T1: the top-K by warp 0
- * alone, then a block barrier (else by every warp, no barrier). */
-template <bool XCHG, int CS, int NW, bool T1, bool TK9>
+ * alone, then a block barrier (else by every warp, no barrier).  ES (with
+ * T1; "eslot"): warp 0 takes the top-K's rounds only up to rank j before
+ * that barrier, the block requests its expert's codes, and warp 0 takes the
+ * other rounds and the weights while they travel (moe_route.cuh's
+ * topk_split8; the weight is read after gate/up's barrier). */
+template <bool XCHG, int CS, int NW, bool T1, bool TK9, bool ES = false>
 __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
     moe_slots_kernel(lc_qmat R, lc_qmat gate, lc_qmat up, lc_qmat sg, lc_qmat su, lc_qmat down, lc_qmat sdown,
                      const float *__restrict__ h, const float *__restrict__ norm_w, float eps, float *__restrict__ P,
@@ -276,6 +280,8 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
     STAMP(9);
 
     float wj = 0.0f;
+    topk_split8 es; /* ES: warp 0's top-K between its two parts */
+    (void)es;
     if (!shared_slot) {
         /* the logits to every block, then the block routes (warp 0 with topk1, else each warp by itself) */
         if constexpr (XCHG) {
@@ -299,22 +305,37 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
         STAMP(10);
         int32_t *si = sel_i + (T1 ? 0 : warp * KR);
         float *sw = sel_w + (T1 ? 0 : warp * KR);
-        if (!T1 || warp == 0) topk_warp<E / 32, true, TK9>(lg, E, KR, si, sw, scratch + warp);
-        if constexpr (T1) __syncthreads();
-        else __syncwarp();
-        STAMP(11);
-        int e = si[j];
-        wj = sw[j];
-        if (j == 0 && rank == 0 && warp == 0 && lane < KR) ids[lane] = sel_i[lane], w[lane] = sel_w[lane];
+        int e;
+        if constexpr (ES) { /* rank j first; the rest after the codes are requested (below) */
+            static_assert(T1 && E == 256 && KR <= 8, "eslot: one routing warp, 8 logits a lane");
+            if (warp == 0) es.start(lg, j, si);
+            __syncthreads();
+            STAMP(11);
+            e = si[j];
+        } else {
+            if (!T1 || warp == 0) topk_warp<E / 32, true, TK9>(lg, E, KR, si, sw, scratch + warp);
+            if constexpr (T1) __syncthreads();
+            else __syncwarp();
+            STAMP(11);
+            e = si[j];
+            wj = sw[j];
+            if (j == 0 && rank == 0 && warp == 0 && lane < KR) ids[lane] = sel_i[lane], w[lane] = sel_w[lane];
+        }
+        const int ed = (unsigned)e < (unsigned)down.n_mat ? e : 0;
         e = (unsigned)e < (unsigned)gate.n_mat ? e : 0;
         g_w = mat ? up.w : gate.w;
         g_s = mat ? up.s : gate.s, g_b = mat ? up.b : gate.b;
         g_row = (size_t)e * I + rank * AR + 16 * rb0;
-        const int ed = (unsigned)si[j] < (unsigned)down.n_mat ? si[j] : 0;
         d_w = down.w, d_s = down.s, d_b = down.b;
         d_row = (size_t)ed * D + rank * DR + warp * TD * 16;
         issue(0);
         issue(1);
+        if constexpr (ES)
+            if (warp == 0) { /* the other ranks and the weights while the codes travel (read after gate/up's barrier) */
+                es.finish(j, KR, si, sw);
+                __syncwarp();
+                if (j == 0 && rank == 0 && lane < KR) ids[lane] = si[lane], w[lane] = sw[lane];
+            }
     }
     STAMP(3);
 
@@ -339,6 +360,8 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
     }
     __syncthreads();
     STAMP(5);
+    if constexpr (ES)
+        if (!shared_slot) wj = sel_w[j]; /* warp 0 wrote it before this barrier */
     if (threadIdx.x < AR) { /* act row rank AR + threadIdx.x: K slices summed in order, to every block */
         const int rb = threadIdx.x / 16, r = threadIdx.x % 16;
         float gs = 0.0f, us = 0.0f;
@@ -410,24 +433,29 @@ bool shape(const lc_qmat *m, int bits, int rows, int cols) {
 }
 
 /* The kernel's forms are LILAC_DECODE_TRY's bits that concern it: xchg,
- * c8 (clusters of 8 blocks of 16 warps, else 16 of 8), topk1 and tk9 (the
- * top-K rounds of one reduction each); a form F (bits 0-2 those
- * of xchg, c8 and topk1, bit 3 tk9) indexes the tables of fits and
- * launchers below. */
-constexpr int FORMS = 15, F_TK9 = 8;
+ * c8 (clusters of 8 blocks of 16 warps, else 16 of 8), topk1, tk9 (the
+ * top-K rounds of one reduction each) and eslot (with topk1 only; its
+ * exact rounds replace tk9's); a form F (bits 0-2 those of xchg, c8 and
+ * topk1, bit 3 tk9, bit 4 eslot) indexes the tables of fits and launchers
+ * below, whose eslot entries without topk1 (never formed) repeat the
+ * form without eslot. */
+constexpr int FORMS = 31, F_TK9 = 8, F_ES = 16;
 static_assert((LC_TRY_XCHG | LC_TRY_C8 | LC_TRY_TOPK1) == 7, "the forms' low bits are LILAC_DECODE_TRY's");
 int form() {
     const int t = lc_decode_try();
+    if ((t & LC_TRY_ESLOT) && (t & LC_TRY_TOPK1)) return (t & 7) | F_ES;
     return (t & 7) | (t & LC_TRY_TK9 ? F_TK9 : 0);
 }
-int form_bits(int f) { return (f & 7) | (f & F_TK9 ? LC_TRY_TK9 : 0); }
+int form_bits(int f) { return (f & 7) | (f & F_TK9 ? LC_TRY_TK9 : 0) | (f & F_ES ? LC_TRY_ESLOT : 0); }
 constexpr int form_cs(int f) { return (f & LC_TRY_C8) ? 8 : 16; }
-template <int F>
+template <int F0>
 struct form_of {
+    static constexpr int F = (F0 & F_ES) && !(F0 & LC_TRY_TOPK1) ? F0 & ~F_ES : F0; /* eslot needs topk1 */
     static constexpr int CS = form_cs(F), NW = 128 / CS;
     using L = shape_of<CS, NW>;
     static constexpr auto kernel() {
-        return moe_slots_kernel<(F & LC_TRY_XCHG) != 0, CS, NW, (F & LC_TRY_TOPK1) != 0, (F & F_TK9) != 0>;
+        return moe_slots_kernel<(F & LC_TRY_XCHG) != 0, CS, NW, (F & LC_TRY_TOPK1) != 0, (F & (F_TK9 | F_ES)) == F_TK9,
+                                (F & F_ES) != 0>;
     }
 };
 
@@ -450,9 +478,11 @@ bool fit_f() {
     }
     return *o > 0;
 }
+#define FORM_TABLE_(T)                                                                                                         \
+    {T<0>,  T<1>,  T<2>,  T<3>,  T<4>,  T<5>,  T<6>,  T<7>,  T<8>,  T<9>,  T<10>, T<11>, T<12>, T<13>, T<14>, T<15>,            \
+     T<16>, T<17>, T<18>, T<19>, T<20>, T<21>, T<22>, T<23>, T<24>, T<25>, T<26>, T<27>, T<28>, T<29>, T<30>, T<31>}
 bool slots_fit(int f) {
-    static bool (*const fit[16])() = {fit_f<0>, fit_f<1>, fit_f<2>,  fit_f<3>,  fit_f<4>,  fit_f<5>,  fit_f<6>,  fit_f<7>,
-                                      fit_f<8>, fit_f<9>, fit_f<10>, fit_f<11>, fit_f<12>, fit_f<13>, fit_f<14>, fit_f<15>};
+    static bool (*const fit[FORMS + 1])() = FORM_TABLE_(fit_f);
     return fit[f & FORMS]();
 }
 
@@ -492,10 +522,8 @@ extern "C" cudaError_t lc_moe_slots(const lc_qmat *R, const lc_qmat *gate, const
     const slots_args a = {*R, *gate, *up, *sh_gate, *sh_up, *down, *sh_down, h, norm_w, P, w, sgate, eps, ids, ctrl};
     const int f = form();
     lc_decode_try_note(form_bits(f));
-    static cudaError_t (*const launch[16])(const slots_args &, cudaStream_t) = {
-        launch_f<0>, launch_f<1>, launch_f<2>,  launch_f<3>,  launch_f<4>,  launch_f<5>,  launch_f<6>,  launch_f<7>,
-        launch_f<8>, launch_f<9>, launch_f<10>, launch_f<11>, launch_f<12>, launch_f<13>, launch_f<14>, launch_f<15>};
-    return launch[f](a, st);
+    static cudaError_t (*const launch[FORMS + 1])(const slots_args &, cudaStream_t) = FORM_TABLE_(launch_f);
+    return launch[f & FORMS](a, st);
 }
 
 #ifdef LC_MOE_SLOTS_STAMPS
