@@ -280,8 +280,6 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
     STAMP(9);
 
     float wj = 0.0f;
-    topk_split8 es; /* ES: warp 0's top-K between its two parts */
-    (void)es;
     if (!shared_slot) {
         /* the logits to every block, then the block routes (warp 0 with topk1, else each warp by itself) */
         if constexpr (XCHG) {
@@ -305,19 +303,18 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 ? 2 : 1)
         STAMP(10);
         int32_t *si = sel_i + (T1 ? 0 : warp * KR);
         float *sw = sel_w + (T1 ? 0 : warp * KR);
-        int e;
-        if constexpr (ES) { /* rank j first; the rest after the codes are requested (below) */
-            static_assert(T1 && E == 256 && KR <= 8, "eslot: one routing warp, 8 logits a lane");
-            if (warp == 0) es.start(lg, j, si);
-            __syncthreads();
-            STAMP(11);
-            e = si[j];
-        } else {
-            if (!T1 || warp == 0) topk_warp<E / 32, true, TK9>(lg, E, KR, si, sw, scratch + warp);
-            if constexpr (T1) __syncthreads();
-            else __syncwarp();
-            STAMP(11);
-            e = si[j];
+        topk_split8 es; /* ES: warp 0's top-K between its two parts */
+        static_assert(!ES || (T1 && E == 256 && KR <= 8), "eslot: one routing warp, 8 logits a lane");
+        if constexpr (ES) {
+            if (warp == 0) es.start(lg, j, si); /* rank j first; the rest after the codes are requested (below) */
+        } else if (!T1 || warp == 0) {
+            topk_warp<E / 32, true, TK9>(lg, E, KR, si, sw, scratch + warp);
+        }
+        if constexpr (T1) __syncthreads();
+        else __syncwarp();
+        STAMP(11);
+        int e = si[j];
+        if constexpr (!ES) {
             wj = sw[j];
             if (j == 0 && rank == 0 && warp == 0 && lane < KR) ids[lane] = sel_i[lane], w[lane] = sel_w[lane];
         }
